@@ -1,0 +1,201 @@
+"""Configuration: one TOML file, every key optional, secrets only from the environment.
+
+The file is read and checked completely at start-up (bad TOML, unknown keys, bad durations,
+tool references that do not import) so that a broken file fails with one clear message that
+names the key, never later in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import llm
+
+from bot.policy import ON_EXPIRY_CHOICES, Policy
+from bot.tools import ToolLoadError, load_tools
+
+DEFAULT_CONFIG_PATH = "approval-bot.toml"
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///approval-bot.db"
+DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an operations assistant working in a Slack thread. Use the tools you are given. "
+    "Some tools need a human's approval before they run; if a call is denied or expires, "
+    "say so plainly and do not try to get around it."
+)
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+TOP_LEVEL_KEYS = {
+    "model",
+    "system_prompt",
+    "tools",
+    "approval_ttl",
+    "database_url",
+    "chain_limit",
+    "run_lease",
+    "sweep_interval",
+    "policies",
+}
+POLICY_KEYS = {"approval", "approvers", "allow_self_approval", "ttl", "on_expiry"}
+
+
+class ConfigError(Exception):
+    """A configuration problem, with a message that names the file and the key."""
+
+
+def parse_duration(value: Any, key: str) -> timedelta:
+    """``"30m"`` -> 30 minutes. Units: s, m, h, d."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match and int(match.group(1)) > 0:
+            return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    raise ConfigError(
+        f"{key}: {value!r} is not a duration; write a positive number and a unit, "
+        'like "45s", "30m", "2h" or "1d"'
+    )
+
+
+@dataclass
+class Config:
+    model: str = DEFAULT_MODEL
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    tool_refs: list[str] = field(default_factory=list)
+    tools: list[llm.Tool] = field(default_factory=list)
+    approval_ttl: timedelta = timedelta(minutes=30)
+    database_url: str = DEFAULT_DATABASE_URL
+    chain_limit: int = 10
+    run_lease: timedelta = timedelta(minutes=5)
+    sweep_interval: timedelta = timedelta(seconds=30)
+    policies: dict[str, Policy] = field(default_factory=dict)
+    source: str = "(defaults)"
+
+    def policy_for(self, tool_name: str) -> Policy | None:
+        """The tool's policy when it requires approval; None when the tool just runs."""
+        policy = self.policies.get(tool_name)
+        return policy if policy is not None and policy.approval == "required" else None
+
+
+def config_path(explicit: str | None = None) -> Path:
+    return Path(explicit or os.environ.get("APPROVAL_BOT_CONFIG") or DEFAULT_CONFIG_PATH)
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    extra_tools: list[llm.Tool] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Config:
+    """Load and check the configuration; a missing default file means all defaults.
+
+    An explicitly named file that does not exist is an error: a typo should not silently
+    run the bot with no policies at all.
+    """
+    env = os.environ if environ is None else environ
+    explicit = path is not None or "APPROVAL_BOT_CONFIG" in env
+    resolved = Path(path) if path is not None else config_path(env.get("APPROVAL_BOT_CONFIG"))
+    data: dict[str, Any] = {}
+    if resolved.exists():
+        try:
+            data = tomllib.loads(resolved.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{resolved}: not valid TOML: {exc}") from exc
+    elif explicit:
+        raise ConfigError(f"{resolved}: no such configuration file")
+    try:
+        config = config_from_dict(data, extra_tools=extra_tools)
+    except ConfigError as exc:
+        raise ConfigError(f"{resolved}: {exc}") from exc
+    config.source = str(resolved) if resolved.exists() else "(defaults)"
+    if env.get("DATABASE_URL"):
+        config.database_url = env["DATABASE_URL"]
+    return config
+
+
+def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None = None) -> Config:
+    unknown = sorted(set(data) - TOP_LEVEL_KEYS)
+    if unknown:
+        known = ", ".join(sorted(TOP_LEVEL_KEYS))
+        raise ConfigError(f"unknown key {unknown[0]!r} (known: {known})")
+    config = Config()
+    config.model = _string(data, "model", config.model)
+    config.system_prompt = _string(data, "system_prompt", config.system_prompt)
+    config.database_url = _string(data, "database_url", config.database_url)
+    if "approval_ttl" in data:
+        config.approval_ttl = parse_duration(data["approval_ttl"], "approval_ttl")
+    if "run_lease" in data:
+        config.run_lease = parse_duration(data["run_lease"], "run_lease")
+    if "sweep_interval" in data:
+        config.sweep_interval = parse_duration(data["sweep_interval"], "sweep_interval")
+    if "chain_limit" in data:
+        limit = data["chain_limit"]
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ConfigError(f"chain_limit: {limit!r} must be a whole number of at least 1")
+        config.chain_limit = limit
+    refs = data.get("tools", [])
+    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+        raise ConfigError('tools: must be a list of import references like "pkg.module:name"')
+    config.tool_refs = list(refs)
+    try:
+        config.tools = [*load_tools(refs), *(extra_tools or [])]
+    except ToolLoadError as exc:
+        raise ConfigError(f"tools: {exc}") from exc
+    names = [tool.name for tool in config.tools]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"tools: two tools are named {duplicates[0]!r}")
+    config.policies = _policies(data.get("policies", {}), config.approval_ttl, set(names))
+    return config
+
+
+def _string(data: dict[str, Any], key: str, default: str) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}: must be a non-empty string")
+    return value
+
+
+def _policies(raw: Any, default_ttl: timedelta, tool_names: set[str]) -> dict[str, Policy]:
+    if not isinstance(raw, dict):
+        raise ConfigError("policies: must be a table of [policies.<tool name>] sections")
+    policies: dict[str, Policy] = {}
+    for tool_name, section in raw.items():
+        key = f"policies.{tool_name}"
+        if not isinstance(section, dict):
+            raise ConfigError(f"{key}: must be a table")
+        if tool_name not in tool_names:
+            known = ", ".join(sorted(tool_names)) or "none configured"
+            raise ConfigError(f"{key}: no tool named {tool_name!r} (tools: {known})")
+        unknown = sorted(set(section) - POLICY_KEYS)
+        if unknown:
+            known = ", ".join(sorted(POLICY_KEYS))
+            raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {known})")
+        approval = section.get("approval", "required")
+        if approval not in ("required", "never"):
+            raise ConfigError(f'{key}.approval: {approval!r} must be "required" or "never"')
+        approvers = section.get("approvers", [])
+        if not isinstance(approvers, list) or not all(
+            isinstance(a, str) and a.strip() for a in approvers
+        ):
+            raise ConfigError(f"{key}.approvers: must be a list of Slack user or user-group ids")
+        allow_self = section.get("allow_self_approval", False)
+        if not isinstance(allow_self, bool):
+            raise ConfigError(f"{key}.allow_self_approval: must be true or false")
+        on_expiry = section.get("on_expiry", "deny")
+        if on_expiry not in ON_EXPIRY_CHOICES:
+            raise ConfigError(f'{key}.on_expiry: {on_expiry!r} must be "deny" or "cancel"')
+        ttl = parse_duration(section["ttl"], f"{key}.ttl") if "ttl" in section else default_ttl
+        policies[tool_name] = Policy(
+            approval=approval,
+            approvers=[a.strip() for a in approvers],
+            allow_self_approval=allow_self,
+            ttl=ttl,
+            on_expiry=on_expiry,
+        )
+    return policies

@@ -1,0 +1,396 @@
+"""The agent runner: drives ``llm`` chains that pause for approval and resume exactly once.
+
+A run is one conversation (a Slack thread). Its durable form is the ``llm`` message history
+in ``runs.history``: the new user message is stored before the model is called, the paused
+history together with its pending approvals when a gated call pauses, the final history when
+the chain completes. Resuming rebuilds the chain from that history with the same tools and no
+prompt text, so llm re-executes exactly the trailing calls that have no result yet, and the
+gate turns each decision into that call's result.
+
+Only the worker holding a run's lease drives it; a decision that leaves nothing pending
+claims the resume atomically, so concurrent deciders resume a run once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import llm
+from llm.parts import Message, TextPart, ToolResultPart
+from ulid import ULID
+
+from bot.clock import utcnow
+from bot.config import Config
+from bot.gate import ApprovalRequired, GateFailure, TurnContext, current_turn, wrap_tools
+from bot.ids import new_run_id
+from bot.policy import refusal_reason
+from storage.models import Approval, Run
+from storage.repository import ExpiryOutcome, LeaseLost, Repository, RunBusy
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RunBusy"]
+
+
+@dataclass
+class Request:
+    """Something a person asked the bot, and where."""
+
+    text: str
+    requester: str
+    team_id: str = ""
+    channel: str = ""
+    thread_ts: str = ""
+    # Who asked and where, for the system prompt of a new conversation.
+    context: str = ""
+    conversation_key: str | None = None
+
+    def key(self) -> str:
+        if self.conversation_key:
+            return self.conversation_key
+        if self.channel and self.thread_ts:
+            return f"{self.team_id}:{self.channel}:{self.thread_ts}"
+        return f"adhoc:{ULID()}"
+
+
+@dataclass
+class RunOutcome:
+    """Where a run stands after the runner let go of it; what the caller should show."""
+
+    run_id: str
+    status: str  # completed | paused | failed | cancelled | busy
+    answer: str | None = None
+    error: str | None = None
+    new_approvals: list[Approval] = field(default_factory=list)
+    run: Run | None = None
+
+
+class DecisionRefused(Exception):
+    """A decision that was not recorded; ``code`` says why, the message says it for people."""
+
+    code = "refused"
+
+    def __init__(self, message: str, approval: Approval | None = None) -> None:
+        super().__init__(message)
+        self.approval = approval
+
+
+class ApprovalNotFound(DecisionRefused):
+    code = "not_found"
+
+
+class NotAllowed(DecisionRefused):
+    code = "not_allowed"
+
+    def __init__(self, message: str, approval: Approval, reason: str) -> None:
+        super().__init__(message, approval)
+        self.reason = reason
+
+
+class AlreadyDecided(DecisionRefused):
+    code = "already_decided"
+
+
+class ApprovalExpired(DecisionRefused):
+    code = "expired"
+
+    def __init__(self, message: str, approval: Approval, expiry: ExpiryOutcome | None) -> None:
+        super().__init__(message, approval)
+        self.expiry = expiry
+
+
+@dataclass
+class Decision:
+    approval: Approval
+    resume_claimed: bool
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{str(ULID())[-6:]}"
+
+
+class Runner:
+    def __init__(
+        self,
+        repo: Repository,
+        config: Config,
+        *,
+        worker_id: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.repo = repo
+        self.config = config
+        self.worker_id = worker_id or default_worker_id()
+        self.clock = clock
+        self.tools = wrap_tools(config.tools, config.policy_for)
+
+    def _lease_until(self) -> datetime:
+        return self.clock() + self.config.run_lease
+
+    # -- starting and resuming -----------------------------------------------------------
+
+    async def start(self, request: Request) -> RunOutcome:
+        """Run a request; a follow-up in the same conversation continues its history."""
+        key = request.key()
+        existing = await self.repo.get_run_by_conversation(key)
+        new_messages = []
+        if existing is None:
+            system = self.config.system_prompt
+            if request.context:
+                system = f"{system}\n\n{request.context}"
+            new_messages.append(_message("system", system))
+        new_messages.append(_message("user", request.text))
+        try:
+            run = await self.repo.open_run(
+                run_id=new_run_id(),
+                conversation_key=key,
+                requester=request.requester,
+                model_id=self.config.model,
+                new_messages=new_messages,
+                worker=self.worker_id,
+                lease_until=self._lease_until(),
+                now=self.clock(),
+                team_id=request.team_id,
+                channel=request.channel,
+                thread_ts=request.thread_ts,
+            )
+        except RunBusy as busy:
+            return RunOutcome(run_id=busy.run.id, status="busy", run=busy.run)
+        return await self._drive(run)
+
+    async def resume(self, run_id: str) -> RunOutcome:
+        """Resume a run whose resume this worker claimed (through a decision or an expiry)."""
+        run = await self.repo.start_resumed_run(
+            run_id, worker=self.worker_id, lease_until=self._lease_until(), now=self.clock()
+        )
+        return await self._drive(run)
+
+    async def recover_stale_runs(self) -> list[RunOutcome]:
+        """Take over runs whose worker stopped renewing its lease, and carry them on."""
+        outcomes = []
+        for run_id in await self.repo.stale_runs(self.clock()):
+            run = await self.repo.take_over_run(
+                run_id, worker=self.worker_id, lease_until=self._lease_until(), now=self.clock()
+            )
+            if run is not None:
+                log.warning("taking over run %s: its worker's lease ran out", run_id)
+                outcomes.append(await self._drive(run))
+        return outcomes
+
+    async def _drive(self, run: Run) -> RunOutcome:
+        """Run the chain from the stored history until it completes, pauses or fails."""
+        turn = TurnContext(run_id=run.id, requester=run.requester, repo=self.repo, clock=self.clock)
+        token = current_turn.set(turn)
+        heartbeat = asyncio.create_task(self._renew_lease(run.id))
+        history = [Message.from_dict(m) for m in run.history]
+        last: Any = None
+        try:
+            model = llm.get_async_model(run.model_id)
+            conversation = model.conversation(chain_limit=self.config.chain_limit)
+            chain = conversation.chain(messages=history, tools=self.tools)
+            async for response in chain.responses():
+                last = response
+                await response.text()
+        except GateFailure as failure:
+            return await self._fail(run, failure.original, history=None)
+        except ApprovalRequired as pause:
+            if turn.failures:
+                return await self._fail(run, turn.failures[0].original, history=None)
+            paused_history = await _history_at(last, history)
+            if pause.tool_results:
+                paused_history.append(_tool_results_message(pause.tool_results))
+            return await self._pause(run, paused_history, turn)
+        except llm.PauseChain as other:
+            return await self._fail(
+                run, RuntimeError(f"a tool paused the chain outside the approval gate: {other}")
+            )
+        except Exception as exc:
+            return await self._fail(run, exc, history=None)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            current_turn.reset(token)
+        if turn.failures:
+            return await self._fail(run, turn.failures[0].original, history=None)
+        answer = await last.text() if last is not None else ""
+        final_history = await _history_at(last, history)
+        await self.repo.finish_run(
+            run.id,
+            worker=self.worker_id,
+            status="completed",
+            history=[m.to_dict() for m in final_history],
+            answer=answer,
+            now=self.clock(),
+        )
+        return RunOutcome(run_id=run.id, status="completed", answer=answer, run=run)
+
+    async def _pause(self, run: Run, history: list[Message], turn: TurnContext) -> RunOutcome:
+        approvals = await self.repo.save_pause(
+            run.id,
+            worker=self.worker_id,
+            history=[m.to_dict() for m in history],
+            drafts=turn.drafts,
+            now=self.clock(),
+        )
+        return RunOutcome(run_id=run.id, status="paused", new_approvals=approvals, run=run)
+
+    async def _fail(
+        self, run: Run, exc: BaseException, history: list[Message] | None = None
+    ) -> RunOutcome:
+        message = describe_failure(exc, self.config.chain_limit)
+        log.error("run %s failed: %s", run.id, message, exc_info=exc)
+        try:
+            await self.repo.finish_run(
+                run.id, worker=self.worker_id, status="failed", error=message, now=self.clock()
+            )
+        except LeaseLost:
+            log.error("run %s: lease lost while recording its failure", run.id)
+        return RunOutcome(run_id=run.id, status="failed", error=message, run=run)
+
+    async def _renew_lease(self, run_id: str) -> None:
+        interval = max(self.config.run_lease.total_seconds() / 3, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.repo.renew_lease(run_id, self.worker_id, self._lease_until())
+            except LeaseLost:
+                log.error("run %s: lease lost; another worker has taken it over", run_id)
+                return
+            except Exception:
+                log.exception("run %s: could not renew the lease", run_id)
+
+    # -- decisions ---------------------------------------------------------------------
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        actor: str,
+        approve: bool,
+        reason: str | None = None,
+        actor_groups: Collection[str] = (),
+    ) -> Decision:
+        """Approve or deny; exactly one concurrent decision wins.
+
+        Raises a DecisionRefused subclass when the approval does not exist, the actor may not
+        decide it, it already has a decision or it has expired (judged by the clock now, not
+        by the sweeper). When the decision leaves nothing pending in the run, the returned
+        Decision has ``resume_claimed`` and the caller must call ``resume``.
+        """
+        approval = await self.repo.get_approval(approval_id)
+        if approval is None:
+            raise ApprovalNotFound(f"There is no approval {approval_id}.")
+        refusal = refusal_reason(
+            actor=actor,
+            requester=approval.requester,
+            approvers=approval.approvers,
+            allow_self_approval=approval.allow_self_approval,
+            actor_groups=actor_groups,
+        )
+        if refusal == "self_approval":
+            raise NotAllowed(
+                "You asked for this call, so someone else must decide it.", approval, refusal
+            )
+        if refusal is not None:
+            raise NotAllowed("You are not one of the approvers of this call.", approval, refusal)
+        now = self.clock()
+        outcome = await self.repo.decide(
+            approval_id,
+            actor=actor,
+            approve=approve,
+            reason=(reason or "").strip() or None,
+            worker=self.worker_id,
+            lease_until=self._lease_until(),
+            now=now,
+        )
+        if outcome is not None:
+            return Decision(approval=outcome.approval, resume_claimed=outcome.resume_claimed)
+        current = await self.repo.get_approval(approval_id)
+        assert current is not None
+        if current.status == "pending":
+            expiry = await self.repo.expire(
+                approval_id, worker=self.worker_id, lease_until=self._lease_until(), now=now
+            )
+            current = expiry.approval if expiry else current
+            raise ApprovalExpired(describe_status(current), current, expiry)
+        if current.status == "expired":
+            raise ApprovalExpired(describe_status(current), current, None)
+        raise AlreadyDecided(describe_status(current), current)
+
+    async def expire_due(self) -> list[ExpiryOutcome]:
+        """Expire every approval past its deadline (the sweeper); callers resume claimed runs."""
+        outcomes = []
+        for approval_id in await self.repo.due_approvals(self.clock()):
+            outcome = await self.repo.expire(
+                approval_id,
+                worker=self.worker_id,
+                lease_until=self._lease_until(),
+                now=self.clock(),
+            )
+            if outcome is not None:
+                outcomes.append(outcome)
+        return outcomes
+
+
+def describe_status(approval: Approval) -> str:
+    """One sentence on where an approval stands, for people."""
+    who = f"@{approval.decided_by}" if approval.decided_by else "nobody"
+    when = approval.decided_at.strftime("%Y-%m-%d %H:%M UTC") if approval.decided_at else ""
+    match approval.status:
+        case "pending":
+            return "This approval is still waiting for a decision."
+        case "approved" | "executing" | "executed" | "unknown":
+            return f"Already approved by {who} at {when}."
+        case "denied":
+            return f"Already denied by {who} at {when}."
+        case "expired":
+            deadline = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+            return f"This approval expired at {deadline} with no decision."
+        case "cancelled":
+            return f"This approval was cancelled: {approval.reason or approval.result}."
+    return f"This approval is {approval.status}."
+
+
+def describe_failure(exc: BaseException, chain_limit: int) -> str:
+    text = str(exc)
+    if isinstance(exc, ValueError) and text.startswith("Chain limit"):
+        return (
+            f"Stopped: the agent needed more than {chain_limit} model calls (chain_limit) "
+            "without finishing."
+        )
+    if isinstance(exc, llm.UnknownModelError):
+        return f"Stopped: unknown model ({text}). Install its llm plugin or fix `model`."
+    if isinstance(exc, llm.NeedsKeyException):
+        return f"Stopped: the model needs an API key ({text})."
+    return f"Stopped by an error: {type(exc).__name__}: {text}"
+
+
+def _message(role: str, text: str) -> dict[str, Any]:
+    return Message(role=role, parts=[TextPart(text=text)]).to_dict()
+
+
+async def _history_at(last: Any, history: list[Message]) -> list[Message]:
+    """The full history after the last response, or what we started with if none ran."""
+    if last is None:
+        return list(history)
+    return list(last.prompt.messages) + list(await last.messages())
+
+
+def _tool_results_message(results: list[llm.ToolResult]) -> Message:
+    """Sibling calls that finished before the pause, so resuming does not run them again."""
+    return Message(
+        role="tool",
+        parts=[
+            ToolResultPart(name=r.name, output=r.output, tool_call_id=r.tool_call_id)
+            for r in results
+        ],
+    )

@@ -1,0 +1,30 @@
+"""Schema migrations (Alembic), run by `approval-bot db upgrade` and at every start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def _upgrade(connection: Connection) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+async def upgrade(engine: AsyncEngine) -> None:
+    """Bring the schema to the newest revision; a no-op when it is already there."""
+    async with engine.begin() as conn:
+        await conn.run_sync(_upgrade)

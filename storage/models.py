@@ -1,0 +1,112 @@
+"""SQLAlchemy table definitions.
+
+Four tables:
+
+- ``runs``: one agent conversation per Slack thread. Holds the serialized ``llm`` message
+  history (the durable form of a paused chain), its status and the lease that lets exactly one
+  worker drive it at a time.
+- ``approvals``: one row per gated tool call, keyed by (run, tool call id). Its status moves
+  only through conditional UPDATEs in the repository, so the row count decides races.
+- ``audit_events``: append-only; every request, decision, execution and expiry.
+- ``processed_events``: Slack ``event_id``s already handled, so retried deliveries and other
+  replicas start nothing twice.
+
+Times are stored as naive UTC datetimes: SQLite has no time zone type and both databases then
+compare them the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    conversation_key: Mapped[str] = mapped_column(String(255), unique=True)
+    team_id: Mapped[str] = mapped_column(String(32), default="")
+    channel: Mapped[str] = mapped_column(String(64), default="")
+    thread_ts: Mapped[str] = mapped_column(String(64), default="")
+    requester: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    model_id: Mapped[str] = mapped_column(String(255))
+    history: Mapped[list] = mapped_column(JSON, default=list)
+    turn: Mapped[int] = mapped_column(Integer, default=0)
+    answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    progress_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Approval(Base):
+    __tablename__ = "approvals"
+    __table_args__ = (
+        UniqueConstraint("run_id", "tool_call_id", name="uq_approvals_run_tool_call"),
+        Index("ix_approvals_status_created", "status", "created_at"),
+        Index("ix_approvals_run_turn_status", "run_id", "turn", "status"),
+        Index("ix_approvals_channel_status", "team_id", "channel", "status", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
+    turn: Mapped[int] = mapped_column(Integer)
+    tool_call_id: Mapped[str] = mapped_column(String(128))
+    tool_name: Mapped[str] = mapped_column(String(255))
+    arguments: Mapped[dict] = mapped_column(JSON)
+    payload_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    requester: Mapped[str] = mapped_column(String(64), index=True)
+    team_id: Mapped[str] = mapped_column(String(32), default="")
+    channel: Mapped[str] = mapped_column(String(64), default="")
+    thread_ts: Mapped[str] = mapped_column(String(64), default="")
+    approvers: Mapped[list] = mapped_column(JSON, default=list)
+    allow_self_approval: Mapped[bool] = mapped_column(default=False)
+    on_expiry: Mapped[str] = mapped_column(String(16), default="deny")
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    decided_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    decided_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    result: Mapped[str | None] = mapped_column(Text, nullable=True)
+    executed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    card_channel: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    card_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class AuditEvent(Base):
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(DateTime)
+    run_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
+    approval_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
+    event: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    detail: Mapped[dict] = mapped_column(JSON, default=dict)
+
+
+class ProcessedEvent(Base):
+    __tablename__ = "processed_events"
+
+    event_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    received_at: Mapped[datetime] = mapped_column(DateTime, index=True)

@@ -1,0 +1,134 @@
+"""Shared fixtures: a real database per test (SQLite, and PostgreSQL when configured).
+
+Tests marked ``postgres`` (or using the ``repo`` fixture) run once per backend. PostgreSQL runs
+when ``APPROVAL_BOT_TEST_POSTGRES_URL`` is set (CI sets it); otherwise those variants are
+skipped with that reason. Each PostgreSQL test gets its own schema, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from ulid import ULID
+
+os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-llm-"))
+
+from bot.config import Config, config_from_dict
+from bot.llm_setup import prepare_llm, register_model
+from bot.runner import Runner
+from storage.repository import Repository
+from tests import ops_tools
+from tests.scripted_model import ScriptedModel
+
+POSTGRES_URL = os.environ.get("APPROVAL_BOT_TEST_POSTGRES_URL", "")
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "slack" / "fixtures"
+
+prepare_llm()
+register_model(ScriptedModel())
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if POSTGRES_URL:
+        return f"PostgreSQL tests: on ({POSTGRES_URL})"
+    return "PostgreSQL tests: skipped (set APPROVAL_BOT_TEST_POSTGRES_URL to run them)"
+
+
+@pytest.fixture(autouse=True)
+def _clean_records() -> None:
+    ops_tools.EXECUTED.clear()
+    ScriptedModel.seen.clear()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "postgres" and not POSTGRES_URL:
+        pytest.skip("PostgreSQL variant: APPROVAL_BOT_TEST_POSTGRES_URL is not set")
+    return request.param
+
+
+class Database:
+    """A fresh, migrated database for one test; ``open()`` gives independent connections."""
+
+    def __init__(self, url: str, engine_kwargs: dict[str, Any]) -> None:
+        self.url = url
+        self.engine_kwargs = engine_kwargs
+        self._repos: list[Repository] = []
+
+    async def open(self) -> Repository:
+        repo = await Repository.open(self.url, **self.engine_kwargs)
+        self._repos.append(repo)
+        return repo
+
+    async def close(self) -> None:
+        for repo in self._repos:
+            await repo.close()
+
+
+@pytest.fixture
+async def database(backend: str, tmp_path: Path) -> AsyncIterator[Database]:
+    if backend == "sqlite":
+        db = Database(f"sqlite+aiosqlite:///{tmp_path / 'bot.db'}", {})
+        yield db
+        await db.close()
+        return
+    schema = f"t_{str(ULID()).lower()}"
+    plain_url = POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://")
+    admin = await asyncpg.connect(plain_url)
+    await admin.execute(f'CREATE SCHEMA "{schema}"')
+    db = Database(POSTGRES_URL, {"connect_args": {"server_settings": {"search_path": schema}}})
+    try:
+        yield db
+    finally:
+        await db.close()
+        await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        await admin.close()
+
+
+@pytest.fixture
+async def repo(database: Database) -> Repository:
+    return await database.open()
+
+
+BASE_CONFIG: dict[str, Any] = {
+    "model": "scripted",
+    "tools": [
+        "tests.ops_tools:get_status",
+        "tests.ops_tools:restart_service",
+        "tests.ops_tools:deploy",
+        "tests.ops_tools:broken_tool",
+    ],
+    "policies": {
+        "restart_service": {"approvers": ["U0APPROVER1", "U0APPROVER2"], "ttl": "15m"},
+        "deploy": {"approvers": ["U0APPROVER1", "U0APPROVER2"], "on_expiry": "cancel"},
+        "broken_tool": {"approvers": ["U0APPROVER1"]},
+    },
+}
+
+
+def make_config(**overrides: Any) -> Config:
+    data = {**BASE_CONFIG, **overrides}
+    return config_from_dict(data)
+
+
+@pytest.fixture
+def config() -> Config:
+    return make_config()
+
+
+@pytest.fixture
+def make_runner(repo: Repository, config: Config) -> Callable[..., Runner]:
+    def build(**kwargs: Any) -> Runner:
+        return Runner(kwargs.pop("repo", repo), kwargs.pop("config", config), **kwargs)
+
+    return build
+
+
+@pytest.fixture
+def runner(make_runner: Callable[..., Runner]) -> Runner:
+    return make_runner(worker_id="worker-a")

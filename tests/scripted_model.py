@@ -1,0 +1,53 @@
+"""A deterministic in-process model for tests, registered with llm as ``scripted``.
+
+A user message that is JSON ``{"tool_calls": [{"name": …, "arguments": {…}}]}`` makes it call
+those tools. After tool results it answers ``Results: name=output; …`` listing every tool
+result in the history since the last user message, so tests can see what the model read.
+Every prompt's messages are kept in ``ScriptedModel.seen`` for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from typing import Any, ClassVar
+
+import llm
+from llm.parts import TextPart, ToolResultPart
+
+
+class ScriptedModel(llm.AsyncModel):
+    model_id = "scripted"
+    supports_tools = True
+    can_stream = True
+    seen: ClassVar[list[list[dict[str, Any]]]] = []
+
+    async def execute(
+        self, prompt: llm.Prompt, stream: bool, response: Any, conversation: Any = None
+    ) -> AsyncGenerator[str, None]:
+        messages = list(prompt.messages)
+        ScriptedModel.seen.append([m.to_dict() for m in messages])
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        after = messages[last_user + 1 :]
+        results = [
+            p for m in after if m.role == "tool" for p in m.parts if isinstance(p, ToolResultPart)
+        ]
+        if results:
+            yield "Results: " + "; ".join(f"{r.name}={r.output}" for r in results)
+            return
+        text = "".join(p.text for p in messages[last_user].parts if isinstance(p, TextPart))
+        script = _script(text)
+        for call in script.get("tool_calls", []):
+            response.add_tool_call(
+                llm.ToolCall(name=call["name"], arguments=call.get("arguments") or {})
+            )
+        yield script.get("say", f"You said: {text}")
+
+
+def _script(text: str) -> dict[str, Any]:
+    try:
+        start = text.index("{")
+        value = json.loads(text[start:])
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
