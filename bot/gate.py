@@ -55,6 +55,10 @@ class TurnContext:
     requester: str
     repo: Repository
     clock: Callable[[], datetime]
+    # The run's approvals by tool call id, read once when the drive starts: every approval
+    # of a resumed turn is decided by then, and decided ones only move through the
+    # conditional UPDATEs below.
+    approvals: dict[str, Any] = field(default_factory=dict)
     drafts: list[ApprovalDraft] = field(default_factory=list)
     still_pending: list[str] = field(default_factory=list)
     failures: list[GateFailure] = field(default_factory=list)
@@ -110,10 +114,7 @@ def gated_tool(tool: llm.Tool, policy: Policy) -> llm.Tool:
 
     async def gate(llm_tool_call: llm.ToolCall, **_arguments: Any) -> Any:
         turn = current_turn.get()
-        try:
-            approval = await turn.repo.approval_for_call(turn.run_id, llm_tool_call.tool_call_id)
-        except Exception as exc:
-            raise _fail(turn, exc) from exc
+        approval = turn.approvals.get(llm_tool_call.tool_call_id or "")
         if approval is None:
             turn.drafts.append(_draft(tool.name, llm_tool_call, definition, policy, turn.clock()))
             raise ApprovalRequired(f"{tool.name} needs approval")

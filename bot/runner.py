@@ -131,6 +131,13 @@ class Runner:
         self.worker_id = worker_id or default_worker_id()
         self.clock = clock
         self.tools = wrap_tools(config.tools, config.policy_for)
+        self._models: dict[str, llm.AsyncModel] = {}
+
+    def model(self, model_id: str) -> llm.AsyncModel:
+        # llm rebuilds its whole model registry on every lookup; once per runner is enough.
+        if model_id not in self._models:
+            self._models[model_id] = llm.get_async_model(model_id)
+        return self._models[model_id]
 
     def _lease_until(self) -> datetime:
         return self.clock() + self.config.run_lease
@@ -190,20 +197,35 @@ class Runner:
         turn = TurnContext(run_id=run.id, requester=run.requester, repo=self.repo, clock=self.clock)
         token = current_turn.set(turn)
         heartbeat = asyncio.create_task(self._renew_lease(run.id))
+        try:
+            return await self._run_turn(run, turn)
+        except Exception as exc:  # model errors, chain limit, storage failures while saving
+            return await self._fail(run, exc)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            current_turn.reset(token)
+
+    async def _run_turn(self, run: Run, turn: TurnContext) -> RunOutcome:
+        if run.turn > 0:  # approvals are only ever written by a pause, which counts turns
+            turn.approvals = {a.tool_call_id: a for a in await self.repo.approvals_for_run(run.id)}
         history = [Message.from_dict(m) for m in run.history]
         last: Any = None
         try:
-            model = llm.get_async_model(run.model_id)
-            conversation = model.conversation(chain_limit=self.config.chain_limit)
-            chain = conversation.chain(messages=history, tools=self.tools)
-            async for response in chain.responses():
+            conversation = self.model(run.model_id).conversation(
+                chain_limit=self.config.chain_limit
+            )
+            async for response in conversation.chain(
+                messages=history, tools=self.tools
+            ).responses():
                 last = response
                 await response.text()
         except GateFailure as failure:
-            return await self._fail(run, failure.original, history=None)
+            return await self._fail(run, failure.original)
         except ApprovalRequired as pause:
             if turn.failures:
-                return await self._fail(run, turn.failures[0].original, history=None)
+                return await self._fail(run, turn.failures[0].original)
             paused_history = await _history_at(last, history)
             if pause.tool_results:
                 paused_history.append(_tool_results_message(pause.tool_results))
@@ -212,15 +234,8 @@ class Runner:
             return await self._fail(
                 run, RuntimeError(f"a tool paused the chain outside the approval gate: {other}")
             )
-        except Exception as exc:
-            return await self._fail(run, exc, history=None)
-        finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
-            current_turn.reset(token)
         if turn.failures:
-            return await self._fail(run, turn.failures[0].original, history=None)
+            return await self._fail(run, turn.failures[0].original)
         answer = await last.text() if last is not None else ""
         final_history = await _history_at(last, history)
         await self.repo.finish_run(
@@ -234,18 +249,21 @@ class Runner:
         return RunOutcome(run_id=run.id, status="completed", answer=answer, run=run)
 
     async def _pause(self, run: Run, history: list[Message], turn: TurnContext) -> RunOutcome:
-        approvals = await self.repo.save_pause(
+        pause = await self.repo.save_pause(
             run.id,
             worker=self.worker_id,
             history=[m.to_dict() for m in history],
             drafts=turn.drafts,
+            lease_until=self._lease_until(),
             now=self.clock(),
         )
-        return RunOutcome(run_id=run.id, status="paused", new_approvals=approvals, run=run)
+        if pause.resume_claimed:
+            # Every approval it waited for was decided while it ran (their deciders could
+            # not resume a run that was not paused yet): carry straight on.
+            return await self.resume(run.id)
+        return RunOutcome(run_id=run.id, status="paused", new_approvals=pause.approvals, run=run)
 
-    async def _fail(
-        self, run: Run, exc: BaseException, history: list[Message] | None = None
-    ) -> RunOutcome:
+    async def _fail(self, run: Run, exc: BaseException) -> RunOutcome:
         message = describe_failure(exc, self.config.chain_limit)
         log.error("run %s failed: %s", run.id, message, exc_info=exc)
         try:

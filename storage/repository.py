@@ -69,6 +69,14 @@ class ApprovalDraft:
 
 
 @dataclass
+class PauseOutcome:
+    """The approvals a pause created; ``resume_claimed`` when none of the run's is pending."""
+
+    approvals: list[Approval]
+    resume_claimed: bool
+
+
+@dataclass
 class ExpiryOutcome:
     """What expiring one approval did to its run."""
 
@@ -226,6 +234,7 @@ class Repository:
                 self._audit(session, now, "run_started", run_id=run.id, actor=requester)
                 return run
             if run.status not in FINISHED_RUN_STATUSES:
+                session.expunge(run)  # keep its loaded state through the rollback
                 raise RunBusy(run)
             run.status = "running"
             run.requester = requester
@@ -266,9 +275,14 @@ class Repository:
         worker: str,
         history: list[dict[str, Any]],
         drafts: Sequence[ApprovalDraft],
+        lease_until: datetime,
         now: datetime,
-    ) -> list[Approval]:
-        """Store the paused history and its new pending approvals in one transaction."""
+    ) -> PauseOutcome:
+        """Store the paused history and its new pending approvals in one transaction.
+
+        A pause with no new drafts waits on approvals from an earlier turn; if those were all
+        decided while the run was running, this worker claims the resume itself.
+        """
         async with self._write() as session:
             run = await session.get(Run, run_id)
             if run is None or run.lease_owner != worker or run.status != "running":
@@ -315,7 +329,11 @@ class Repository:
                     arguments=approval.arguments,
                     expires_at=approval.expires_at.isoformat(),
                 )
-            return approvals
+            await session.flush()
+            claimed = not approvals and await self._claim_resume(
+                session, run.id, worker, lease_until, now
+            )
+            return PauseOutcome(approvals=approvals, resume_claimed=claimed)
 
     async def finish_run(
         self,

@@ -1,0 +1,322 @@
+"""The ``approval-bot`` command line.
+
+Every command loads and checks the configuration first, so a broken file fails here with one
+clear message (exit status 2) before anything touches the database or Slack. Exit status 1
+means a decision or lookup was refused; 0 means it went through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from bot.config import Config, ConfigError, load_config
+from bot.llm_setup import prepare_llm
+from bot.runner import DecisionRefused, Request, Runner, RunOutcome
+from storage.models import Approval, Run
+from storage.repository import PendingFilter, Repository
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="approval-bot",
+        description="A Slack bot that runs llm agents and asks humans before risky tool calls.",
+    )
+    parser.add_argument(
+        "--config",
+        help="TOML configuration file (default: $APPROVAL_BOT_CONFIG or ./approval-bot.toml)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    db = commands.add_parser("db", help="database maintenance")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
+    db_commands.add_parser("upgrade", help="apply schema migrations (the bot also does at start)")
+
+    approvals = commands.add_parser("approvals", help="list and decide approvals")
+    approval_commands = approvals.add_subparsers(
+        dest="approvals_command", required=True, metavar="SUBCOMMAND"
+    )
+    listing = approval_commands.add_parser("list", help="pending approvals, newest first")
+    listing.add_argument("--json", action="store_true", help="print JSON lines' worth as a list")
+    listing.add_argument("--limit", type=int, default=100)
+    decide = approval_commands.add_parser("decide", help="approve or deny one approval")
+    decide.add_argument("approval_id", metavar="ID")
+    verdict = decide.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--approve", action="store_true")
+    verdict.add_argument("--deny", action="store_true")
+    decide.add_argument("--as", dest="actor", required=True, metavar="USER", help="Slack user id")
+    decide.add_argument("--reason", default=None)
+    approval_commands.add_parser("expire", help="expire overdue approvals now (the bot sweeps too)")
+
+    runs = commands.add_parser("runs", help="inspect runs")
+    run_commands = runs.add_subparsers(dest="runs_command", required=True, metavar="SUBCOMMAND")
+    show = run_commands.add_parser("show", help="a run, its approvals and its audit trail")
+    show.add_argument("run_id", metavar="ID")
+    show.add_argument("--json", action="store_true")
+
+    ask = commands.add_parser("ask", help="run a request from the terminal (no Slack)")
+    ask.add_argument("text")
+    ask.add_argument("--as", dest="actor", required=True, metavar="USER")
+    ask.add_argument("--conversation", default=None, help="continue this conversation key")
+
+    _add_slack_commands(commands)
+    return parser
+
+
+def _add_slack_commands(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="serve Slack (HTTP, or Socket Mode)")
+    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--port", type=int, default=3000)
+    serve.add_argument("--socket-mode", action="store_true", help="connect with SLACK_APP_TOKEN")
+
+    playground = commands.add_parser(
+        "playground", help="the whole bot in a browser, offline: no Slack, no API key"
+    )
+    playground.add_argument("--port", type=int, default=8080)
+    playground.add_argument("--host", default="127.0.0.1")
+    playground.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    playground.add_argument("--model", default=None, help="an llm model id instead of the demo")
+    playground.add_argument("--data-dir", default=None, help="where the playground keeps data")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "playground":
+        from bot.playground_cli import run_playground
+
+        return run_playground(args)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"approval-bot: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    prepare_llm()
+    if args.command == "serve":
+        from bot.serve import serve
+
+        return serve(config, host=args.host, port=args.port, socket_mode=args.socket_mode)
+    command = _COMMANDS[(args.command, _subcommand(args))]
+    return asyncio.run(_with_repository(config, lambda repo: command(repo, config, args)))
+
+
+def _subcommand(args: argparse.Namespace) -> str:
+    return getattr(args, f"{args.command}_command", "") or ""
+
+
+async def _with_repository(config: Config, body: Callable[[Repository], Awaitable[int]]) -> int:
+    repo = await Repository.open(config.database_url)
+    try:
+        return await body(repo)
+    finally:
+        await repo.close()
+
+
+async def _db_upgrade(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    # Repository.open has already migrated; say so plainly.
+    print(f"database is up to date ({_safe_url(config.database_url)})")
+    return EXIT_OK
+
+
+async def _approvals_list(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    runner = Runner(repo, config)
+    approvals, total = await repo.list_pending(
+        PendingFilter(), now=runner.clock(), limit=args.limit
+    )
+    if args.json:
+        print(json.dumps([approval_json(a) for a in approvals], indent=2))
+        return EXIT_OK
+    if not approvals:
+        print("No approvals are pending.")
+        return EXIT_OK
+    for approval in approvals:
+        who = ", ".join(approval.approvers) or "anyone but the requester"
+        print(
+            f"{approval.id}  {approval.tool_name}({_short_args(approval.arguments)})  "
+            f"asked by {approval.requester}  approvers: {who}  "
+            f"expires {approval.expires_at:%Y-%m-%d %H:%M} UTC"
+        )
+    if total > len(approvals):
+        print(f"… and {total - len(approvals)} more (use --limit)")
+    return EXIT_OK
+
+
+async def _approvals_decide(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    runner = Runner(repo, config)
+    try:
+        decision = await runner.decide(
+            args.approval_id, actor=args.actor, approve=args.approve, reason=args.reason
+        )
+    except DecisionRefused as refused:
+        print(f"refused ({refused.code}): {refused}", file=sys.stderr)
+        expiry = getattr(refused, "expiry", None)
+        if expiry is not None and expiry.resume_claimed:
+            _print_outcome(await runner.resume(expiry.approval.run_id))
+        return EXIT_REFUSED
+    verb = "Approved" if args.approve else "Denied"
+    print(f"{verb} {decision.approval.id} ({decision.approval.tool_name}) as {args.actor}.")
+    if decision.resume_claimed:
+        _print_outcome(await runner.resume(decision.approval.run_id))
+    else:
+        print("The run waits for its other approvals.")
+    return EXIT_OK
+
+
+async def _approvals_expire(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    runner = Runner(repo, config)
+    outcomes = await runner.expire_due()
+    for expiry in outcomes:
+        print(f"expired {expiry.approval.id} ({expiry.approval.tool_name})")
+        if expiry.resume_claimed:
+            _print_outcome(await runner.resume(expiry.approval.run_id))
+    if not outcomes:
+        print("No approvals were overdue.")
+    return EXIT_OK
+
+
+async def _runs_show(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    run = await repo.get_run(args.run_id)
+    if run is None:
+        print(f"no run {args.run_id}", file=sys.stderr)
+        return EXIT_REFUSED
+    approvals = await repo.approvals_for_run(run.id)
+    audit = await repo.audit_trail(run_id=run.id)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    **run_json(run),
+                    "approvals": [approval_json(a) for a in approvals],
+                    "audit": [
+                        {
+                            "at": _iso(e.at),
+                            "event": e.event,
+                            "actor": e.actor,
+                            "approval_id": e.approval_id,
+                            "detail": e.detail,
+                        }
+                        for e in audit
+                    ],
+                },
+                indent=2,
+            )
+        )
+        return EXIT_OK
+    print(f"run {run.id}: {run.status} (asked by {run.requester}, model {run.model_id})")
+    print(f"  conversation: {run.conversation_key}")
+    if run.answer:
+        print(f"  answer: {run.answer}")
+    if run.error:
+        print(f"  error: {run.error}")
+    for approval in approvals:
+        print(f"  approval {approval.id}: {approval.tool_name} {approval.status}")
+    for event in audit:
+        print(f"  {event.at:%Y-%m-%d %H:%M:%S} {event.event} {event.actor or ''}".rstrip())
+    return EXIT_OK
+
+
+async def _ask(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    runner = Runner(repo, config)
+    outcome = await runner.start(
+        Request(text=args.text, requester=args.actor, conversation_key=args.conversation)
+    )
+    _print_outcome(outcome)
+    return EXIT_OK if outcome.status != "failed" else EXIT_REFUSED
+
+
+_COMMANDS: dict[tuple[str, str], Callable[[Repository, Config, argparse.Namespace], Awaitable[int]]]
+_COMMANDS = {
+    ("db", "upgrade"): _db_upgrade,
+    ("approvals", "list"): _approvals_list,
+    ("approvals", "decide"): _approvals_decide,
+    ("approvals", "expire"): _approvals_expire,
+    ("runs", "show"): _runs_show,
+    ("ask", ""): _ask,
+}
+
+
+def _print_outcome(outcome: RunOutcome) -> None:
+    print(f"run {outcome.run_id}: {outcome.status}")
+    if outcome.status == "paused":
+        for approval in outcome.new_approvals:
+            print(
+                f"  waiting for approval {approval.id}: {approval.tool_name}"
+                f"({_short_args(approval.arguments)})"
+            )
+    if outcome.answer:
+        print(outcome.answer)
+    if outcome.error:
+        print(outcome.error)
+    if outcome.status == "busy" and outcome.run is not None:
+        print(f"  the conversation's run is {outcome.run.status}; decide its approvals first")
+
+
+def approval_json(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.id,
+        "run_id": approval.run_id,
+        "tool_call_id": approval.tool_call_id,
+        "tool": approval.tool_name,
+        "arguments": approval.arguments,
+        "status": approval.status,
+        "requester": approval.requester,
+        "approvers": approval.approvers,
+        "allow_self_approval": approval.allow_self_approval,
+        "on_expiry": approval.on_expiry,
+        "channel": approval.channel,
+        "thread_ts": approval.thread_ts,
+        "created_at": _iso(approval.created_at),
+        "expires_at": _iso(approval.expires_at),
+        "decided_by": approval.decided_by,
+        "decided_at": _iso(approval.decided_at),
+        "reason": approval.reason,
+        "result": approval.result,
+    }
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "conversation_key": run.conversation_key,
+        "status": run.status,
+        "requester": run.requester,
+        "channel": run.channel,
+        "thread_ts": run.thread_ts,
+        "model": run.model_id,
+        "answer": run.answer,
+        "error": run.error,
+        "created_at": _iso(run.created_at),
+        "updated_at": _iso(run.updated_at),
+        "history": run.history,
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return f"{value.isoformat()}Z" if value is not None else None
+
+
+def _short_args(arguments: dict[str, Any], limit: int = 80) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""A local stand-in for Slack: one server for integration tests and the browser playground."""
