@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
