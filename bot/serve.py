@@ -1,0 +1,106 @@
+"""``approval-bot serve``: start-up and shutdown of the Slack bot.
+
+Start-up order matters: configuration (already checked), the database (migrated before any
+request is accepted), the runner, then Slack. The sweeper runs beside it in every replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from bot.config import Config, ConfigError
+from bot.runner import Runner
+from handlers.app import build_app, build_web_app
+from handlers.services import Services, SlackSettings
+from handlers.sweeper import run_sweeper
+from storage.repository import Repository
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Bot:
+    """A started bot: its services, its bolt app and its aiohttp app."""
+
+    services: Services
+    app: object
+    web_app: web.Application
+
+
+@contextlib.asynccontextmanager
+async def started_bot(
+    config: Config,
+    settings: SlackSettings,
+    *,
+    repo: Repository | None = None,
+    sweep: bool = True,
+) -> AsyncIterator[Bot]:
+    """Everything but the listening socket; used by ``serve``, the playground and tests.
+
+    A repository passed in stays open afterwards (its owner closes it).
+    """
+    owns_repo = repo is None
+    if repo is None:
+        repo = await Repository.open(config.database_url)
+    runner = Runner(repo, config)
+    services = Services.create(repo, config, runner, settings.web_client())
+    app = build_app(services, settings)
+    sweeper = (
+        asyncio.create_task(run_sweeper(services, config.sweep_interval.total_seconds()))
+        if sweep
+        else None
+    )
+    try:
+        yield Bot(services=services, app=app, web_app=build_web_app(app, services))
+    finally:
+        if sweeper is not None:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+        await services.background.close()
+        if owns_repo:
+            await repo.close()
+
+
+def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
+    try:
+        settings = SlackSettings.from_env(socket_mode=socket_mode)
+    except ConfigError as exc:
+        print(f"approval-bot: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(config, settings, host=host, port=port, socket_mode=socket_mode))
+    return 0
+
+
+async def _serve(
+    config: Config, settings: SlackSettings, *, host: str, port: int, socket_mode: bool
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with started_bot(config, settings) as bot:
+        if socket_mode:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            handler = AsyncSocketModeHandler(bot.app, settings.app_token)  # type: ignore[arg-type]
+            await handler.connect_async()
+            log.info("connected to Slack in Socket Mode")
+            await stop.wait()
+            await handler.close_async()
+            return
+        runner = web.AppRunner(bot.web_app)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        log.info("listening on http://%s:%d/slack/events", host, port)
+        await stop.wait()
+        await runner.cleanup()

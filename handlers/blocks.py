@@ -1,0 +1,379 @@
+"""Block Kit: approval cards, the deny-reason modal, the arguments modal, /approvals pages.
+
+Everything here is a pure function of database rows, so a card or a list looks the same after
+a restart or on another replica. Untrusted text (tool arguments, reasons, model output) is
+escaped so it cannot ping ``<!channel>``, forge a ``<@U…>`` mention or a link; button values
+carry only an approval id, and nothing on a card is trusted back.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from storage.models import Approval
+
+Block = dict[str, Any]
+
+APPROVE = "approval_approve"
+DENY = "approval_deny"
+SHOW_ARGUMENTS = "approval_show_arguments"
+PAGE = "approvals_page"
+DENY_MODAL = "approval_deny_reason"
+REASON_BLOCK = "deny_reason"
+REASON_INPUT = "reason"
+
+SECTION_LIMIT = 3000
+CARD_ARGUMENTS_LIMIT = 1200
+LIST_ARGUMENTS_LIMIT = 120
+MESSAGE_TEXT_LIMIT = 3900
+
+
+def escape(text: str) -> str:
+    """Slack's three control characters; after this, text shows as typed."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def mention(user_or_group: str) -> str:
+    if user_or_group.startswith("S"):
+        return f"<!subteam^{user_or_group}>"
+    return f"<@{user_or_group}>"
+
+
+def slack_date(moment: datetime, style: str = "{date_short_pretty} at {time}") -> str:
+    """Slack's date formatting: shown in each reader's time zone, with a UTC fallback."""
+    epoch = int(moment.replace(tzinfo=UTC).timestamp())
+    fallback = moment.strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{epoch}^{style}|{fallback}>"
+
+
+def arguments_text(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def truncated(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[: limit - 1] + "…", True
+
+
+def approvers_text(approval: Approval) -> str:
+    if not approval.approvers:
+        return "anyone but the requester" if not approval.allow_self_approval else "anyone"
+    return ", ".join(mention(a) for a in approval.approvers)
+
+
+def _button(action_id: str, text: str, value: str, style: str | None = None) -> Block:
+    button: Block = {
+        "type": "button",
+        "action_id": action_id,
+        "text": {"type": "plain_text", "text": text, "emoji": True},
+        "value": value,
+    }
+    if style:
+        button["style"] = style
+    return button
+
+
+def decision_buttons(approval: Approval, *, with_arguments_button: bool) -> Block:
+    approve = _button(APPROVE, "Approve", approval.id, "primary")
+    approve["confirm"] = _confirm(
+        "Approve this call?",
+        f"`{escape(approval.tool_name)}` will run with the arguments shown.",
+        "Approve",
+    )
+    deny = _button(DENY, "Deny", approval.id, "danger")
+    deny["confirm"] = _confirm(
+        "Deny this call?", "You can give a reason on the next screen.", "Deny", danger=True
+    )
+    elements = [approve, deny]
+    if with_arguments_button:
+        elements.append(_button(SHOW_ARGUMENTS, "Show all arguments", approval.id))
+    return {"type": "actions", "block_id": f"approval:{approval.id}", "elements": elements}
+
+
+def _confirm(title: str, text: str, confirm: str, *, danger: bool = False) -> Block:
+    dialog: Block = {
+        "title": {"type": "plain_text", "text": title},
+        "text": {"type": "mrkdwn", "text": text},
+        "confirm": {"type": "plain_text", "text": confirm},
+        "deny": {"type": "plain_text", "text": "Cancel"},
+    }
+    if danger:
+        dialog["style"] = "danger"
+    return dialog
+
+
+def card_text(approval: Approval) -> str:
+    """The notification text (and screen-reader text) of a card."""
+    return f"Approval needed: {approval.tool_name} (asked by {approval.requester})"
+
+
+def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
+    """The card of a pending approval, or of a decided one (buttons gone, outcome shown)."""
+    shown, cut = truncated(arguments_text(approval.arguments), CARD_ARGUMENTS_LIMIT)
+    blocks: list[Block] = [
+        {
+            "type": "section",
+            "block_id": "approval_summary",
+            "text": {
+                "type": "mrkdwn",
+                "text": f"*Approval needed* for `{escape(approval.tool_name)}`",
+            },
+        },
+        {
+            "type": "section",
+            "block_id": "approval_arguments",
+            "text": {"type": "mrkdwn", "text": f"```{escape(shown)}```"},
+        },
+        {
+            "type": "section",
+            "block_id": "approval_people",
+            "fields": [
+                {"type": "mrkdwn", "text": f"*Asked by*\n{mention(approval.requester)}"},
+                {"type": "mrkdwn", "text": f"*Who may approve*\n{approvers_text(approval)}"},
+                {"type": "mrkdwn", "text": f"*Expires*\n{slack_date(approval.expires_at)}"},
+                {"type": "mrkdwn", "text": f"*If it expires*\n{_on_expiry_text(approval)}"},
+            ],
+        },
+    ]
+    if approval.status == "pending":
+        blocks.append(decision_buttons(approval, with_arguments_button=cut))
+    else:
+        blocks.append(
+            {
+                "type": "section",
+                "block_id": "approval_outcome",
+                "text": {"type": "mrkdwn", "text": outcome_text(approval)},
+            }
+        )
+        if cut:
+            blocks.append(
+                {
+                    "type": "actions",
+                    "block_id": f"arguments:{approval.id}",
+                    "elements": [_button(SHOW_ARGUMENTS, "Show all arguments", approval.id)],
+                }
+            )
+    blocks.append(
+        {
+            "type": "context",
+            "block_id": "approval_ids",
+            "elements": [
+                {"type": "mrkdwn", "text": f"Approval `{approval.id}` · run `{approval.run_id}`"}
+            ],
+        }
+    )
+    return card_text(approval), blocks
+
+
+def _on_expiry_text(approval: Approval) -> str:
+    if approval.on_expiry == "cancel":
+        return "the task stops"
+    return "treated as denied"
+
+
+def outcome_text(approval: Approval) -> str:
+    """One line on a decided card."""
+    when = slack_date(approval.decided_at) if approval.decided_at else ""
+    who = mention(approval.decided_by) if approval.decided_by else "nobody"
+    match approval.status:
+        case "approved" | "executing":
+            return f":white_check_mark: *Approved* by {who} {when}"
+        case "executed":
+            return f":white_check_mark: *Approved* by {who} {when} · ran"
+        case "unknown":
+            return f":warning: *Approved* by {who} {when} · outcome unknown (not re-run)"
+        case "denied":
+            reason = f": {escape(approval.reason)}" if approval.reason else ""
+            return f":no_entry: *Denied* by {who} {when}{reason}"
+        case "expired":
+            return f":hourglass: *Expired* {slack_date(approval.expires_at)} with no decision"
+        case "cancelled":
+            detail = escape(approval.result or approval.reason or "cancelled")
+            return f":heavy_multiplication_x: *Cancelled*: {detail}"
+    return f"*{approval.status}*"
+
+
+def render_deny_modal(approval: Approval, metadata: dict[str, Any]) -> Block:
+    return {
+        "type": "modal",
+        "callback_id": DENY_MODAL,
+        "private_metadata": json.dumps(metadata),
+        "title": {"type": "plain_text", "text": "Deny this call"},
+        "submit": {"type": "plain_text", "text": "Deny"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": f"Deny `{escape(approval.tool_name)}` asked by "
+                    f"{mention(approval.requester)}? The agent will be told your reason.",
+                },
+            },
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK,
+                "optional": True,
+                "label": {"type": "plain_text", "text": "Reason"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_INPUT,
+                    "multiline": True,
+                    "max_length": 1000,
+                    "placeholder": {"type": "plain_text", "text": "Not during the freeze"},
+                },
+            },
+        ],
+    }
+
+
+def render_arguments_modal(approval: Approval) -> Block:
+    """The whole of the arguments, split over sections (each at most 3000 characters)."""
+    text = escape(arguments_text(approval.arguments))
+    chunk = SECTION_LIMIT - 6  # room for the ``` fences
+    pieces = [text[i : i + chunk] for i in range(0, len(text), chunk)] or [""]
+    blocks: list[Block] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"```{piece}```"}}
+        for piece in pieces[:99]
+    ]
+    if len(pieces) > 99:
+        blocks.append(
+            {
+                "type": "context",
+                "elements": [
+                    {
+                        "type": "mrkdwn",
+                        "text": "Too long to show whole here; use "
+                        f"`approval-bot runs show {approval.run_id} --json`.",
+                    }
+                ],
+            }
+        )
+    return {
+        "type": "modal",
+        "title": {"type": "plain_text", "text": "Arguments"},
+        "close": {"type": "plain_text", "text": "Close"},
+        "blocks": blocks,
+    }
+
+
+def render_approvals_page(
+    approvals: list[Approval],
+    *,
+    view: str,
+    page: int,
+    total: int,
+    page_size: int,
+    now: datetime,
+    permalinks: dict[str, str],
+) -> tuple[str, list[Block]]:
+    """One page of /approvals: each item with its buttons; a clear empty state."""
+    titles = {
+        "approve": "Waiting for your decision",
+        "mine": "Your requests that are waiting",
+        "all": "Everything waiting in this channel",
+    }
+    title = titles[view]
+    if total == 0:
+        empty = {
+            "approve": "Nothing is waiting for your decision. :tada:",
+            "mine": "None of your requests are waiting for a decision.",
+            "all": "Nothing is waiting for a decision in this channel.",
+        }[view]
+        return empty, [
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{title}*\n{empty}"}},
+            _help_context(),
+        ]
+    first = page * page_size + 1
+    last = page * page_size + len(approvals)
+    blocks: list[Block] = [
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": f"*{title}* ({first}–{last} of {total})"},
+        }
+    ]
+    for approval in approvals:
+        blocks.extend(_list_item(approval, now, permalinks.get(approval.id)))
+    navigation = []
+    if page > 0:
+        navigation.append(_button(PAGE, "Newer", json.dumps({"view": view, "page": page - 1})))
+    if last < total:
+        navigation.append(_button(PAGE, "Older", json.dumps({"view": view, "page": page + 1})))
+    if navigation:
+        blocks.append({"type": "actions", "block_id": "approvals_pages", "elements": navigation})
+    blocks.append(_help_context())
+    return f"{title}: {total}", blocks
+
+
+def _list_item(approval: Approval, now: datetime, permalink: str | None) -> list[Block]:
+    summary, _ = truncated(
+        ", ".join(
+            f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in approval.arguments.items()
+        ),
+        LIST_ARGUMENTS_LIMIT,
+    )
+    link = f" · <{permalink}|card>" if permalink else ""
+    return [
+        {"type": "divider"},
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": f"`{escape(approval.tool_name)}` {escape(summary)}\n"
+                f"asked by {mention(approval.requester)} {_age(now - approval.created_at)} ago"
+                f" · expires {slack_date(approval.expires_at)}{link}",
+            },
+        },
+        decision_buttons(approval, with_arguments_button=False),
+    ]
+
+
+def _age(delta: Any) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds < 60:
+        return f"{max(seconds, 0)}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _help_context() -> Block:
+    return {
+        "type": "context",
+        "elements": [
+            {
+                "type": "mrkdwn",
+                "text": "`/approvals` yours to decide · `/approvals mine` your requests · "
+                "`/approvals all` this channel · `/approvals help`",
+            }
+        ],
+    }
+
+
+HELP_TEXT = (
+    "*/approvals* lists calls waiting for a human decision.\n"
+    "• `/approvals` — what you may approve\n"
+    "• `/approvals mine` — what you asked for\n"
+    "• `/approvals all` — everything pending in this channel\n"
+    "• `/approvals help` — this message\n"
+    "Each item has the same Approve / Deny buttons as its card."
+)
+
+
+def split_for_slack(text: str, limit: int = MESSAGE_TEXT_LIMIT) -> list[str]:
+    """Split a long answer into messages, at line breaks where possible."""
+    chunks: list[str] = []
+    remaining = text
+    while len(remaining) > limit:
+        cut = remaining.rfind("\n", 0, limit)
+        if cut < limit // 2:
+            cut = limit
+        chunks.append(remaining[:cut])
+        remaining = remaining[cut:].lstrip("\n")
+    chunks.append(remaining)
+    return chunks

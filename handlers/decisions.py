@@ -1,0 +1,97 @@
+"""After the acknowledgement: decide, edit the card, resume the run, tell the thread.
+
+Card buttons, /approvals buttons and the deny-reason modal all end here, so they follow one
+set of rules and the same exactly-once path (``Runner.decide`` and its conditional UPDATE).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from bot.runner import ApprovalExpired, DecisionRefused
+from handlers.blocks import escape
+from handlers.publish import RESUMING
+from handlers.services import Services
+from storage.repository import ExpiryOutcome
+
+log = logging.getLogger(__name__)
+
+# Sends an ephemeral answer to the person who clicked.
+Tell = Callable[[str], Awaitable[None]]
+
+
+def wrong_place(approval_team: str, approval_channel: str, team: str, channel: str | None) -> bool:
+    """An approval id clicked from another workspace or channel than its own."""
+    if approval_team and team and approval_team != team:
+        return True
+    return bool(channel) and bool(approval_channel) and approval_channel != channel
+
+
+async def decide_from_slack(
+    services: Services,
+    *,
+    approval_id: str,
+    actor: str,
+    approve: bool,
+    reason: str | None,
+    team: str,
+    channel: str | None,
+    tell: Tell,
+) -> None:
+    approval = await services.repo.get_approval(approval_id)
+    if approval is None or wrong_place(approval.team_id, approval.channel, team, channel):
+        await tell(":no_entry: That approval does not belong to this workspace or channel.")
+        return
+    groups = await services.groups.groups_of(actor, approval.approvers)
+    try:
+        decision = await services.runner.decide(
+            approval_id, actor=actor, approve=approve, reason=reason, actor_groups=groups
+        )
+    except ApprovalExpired as expired:
+        await tell(f":hourglass: {expired}")
+        if expired.expiry is not None:
+            await after_expiry(services, expired.expiry)
+        else:
+            await services.publisher.refresh_card(approval_id)
+        return
+    except DecisionRefused as refused:
+        await tell(f":no_entry: {refused}")
+        return
+    await services.publisher.refresh_card(approval_id)
+    verb = "Approved" if approve else "Denied"
+    await tell(f"{verb} `{escape(approval.tool_name)}` ({approval.id}).")
+    if decision.resume_claimed:
+        await resume_and_publish(services, decision.approval.run_id)
+
+
+async def resume_and_publish(services: Services, run_id: str) -> None:
+    """Resume a run this worker claimed, tell its thread, and settle its cards."""
+    run = await services.repo.get_run(run_id)
+    if run is None:
+        return
+    progress = await services.publisher.progress(run.channel, run.thread_ts, RESUMING)
+    outcome = await services.runner.resume(run_id)
+    await services.publisher.outcome(outcome, progress_ts=progress)
+    await refresh_settled_cards(services, run_id)
+
+
+async def refresh_settled_cards(services: Services, run_id: str) -> None:
+    """Cards whose approval moved on while the run executed (ran, cancelled, unknown)."""
+    for approval in await services.repo.approvals_for_run(run_id):
+        if approval.card_ts and approval.status in ("executed", "cancelled", "unknown"):
+            await services.publisher.refresh_card(approval.id)
+
+
+async def after_expiry(services: Services, expiry: ExpiryOutcome) -> None:
+    """An approval expired: show it on its card and move its run on per ``on_expiry``."""
+    await services.publisher.refresh_card(expiry.approval.id)
+    if expiry.resume_claimed:
+        await resume_and_publish(services, expiry.approval.run_id)
+    elif expiry.run_cancelled:
+        run = await services.repo.get_run(expiry.approval.run_id)
+        if run is not None:
+            await services.publisher.run_cancelled(run, run.error or "an approval expired")
+            for approval in await services.repo.approvals_for_run(run.id):
+                if approval.status == "cancelled" and approval.card_ts:
+                    await services.publisher.refresh_card(approval.id)

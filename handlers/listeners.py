@@ -1,0 +1,307 @@
+"""Slack listeners: mentions, card buttons, the deny-reason modal and /approvals.
+
+Each listener acknowledges first (Slack wants an answer within 3 seconds) and hands slow work
+(the model, a resume) to tracked background tasks. The acknowledgement path reads the
+database where it must (/approvals lists, the deny modal's permission check) and never calls
+a model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.clock import utcnow
+from bot.policy import refusal_reason
+from bot.runner import Request
+from handlers import blocks
+from handlers.decisions import decide_from_slack, wrong_place
+from handlers.services import Services
+from storage.repository import PendingFilter
+
+PAGE_SIZE = 10
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    register_mentions(app, services)
+    register_buttons(app, services)
+    register_approvals_command(app, services)
+
+
+# -- mentions ----------------------------------------------------------------------------
+
+
+def mention_text(text: str, bot_user_id: str | None) -> str:
+    """The request, without the bot's own mention."""
+    if bot_user_id:
+        text = re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text)
+    return " ".join(text.split())
+
+
+def register_mentions(app: AsyncApp, services: Services) -> None:
+    @app.event("app_mention")
+    async def on_mention(
+        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
+        event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
+        if not await services.repo.claim_event(event_id, now=utcnow()):
+            return  # a retried delivery, or another replica has it
+        request = Request(
+            text=mention_text(event.get("text", ""), context.bot_user_id),
+            requester=event.get("user", ""),
+            team_id=body.get("team_id") or context.team_id or "",
+            channel=event.get("channel", ""),
+            thread_ts=event.get("thread_ts") or event.get("ts", ""),
+            context=(
+                f"You are in Slack channel <#{event.get('channel')}>. This conversation was "
+                f"started by <@{event.get('user')}>."
+            ),
+        )
+        services.background.spawn(run_request(services, request), name=f"mention {event_id}")
+
+    @app.event("message")
+    async def ignore_messages() -> None:
+        """Plain channel messages are not for us; acknowledge them quietly."""
+
+
+async def run_request(services: Services, request: Request) -> None:
+    if not request.text:
+        await services.publisher.ephemeral(
+            channel=request.channel,
+            user=request.requester,
+            thread_ts=request.thread_ts,
+            text="Mention me with what you need, for example `@approval-bot restart payments`.",
+        )
+        return
+    progress = await services.publisher.progress(request.channel, request.thread_ts)
+    outcome = await services.runner.start(request)
+    await services.publisher.outcome(outcome, progress_ts=progress)
+
+
+# -- buttons and the modal ---------------------------------------------------------------
+
+
+def _click_place(body: dict[str, Any]) -> tuple[str, str | None]:
+    """(team, channel) of a click; channel None for ephemeral lists, which span channels."""
+    team = (body.get("team") or {}).get("id") or body.get("user", {}).get("team_id", "")
+    container = body.get("container") or {}
+    if container.get("is_ephemeral"):
+        return team, None
+    channel = container.get("channel_id") or (body.get("channel") or {}).get("id")
+    return team, channel
+
+
+def _teller(respond: AsyncRespond) -> Any:
+    async def tell(text: str) -> None:
+        await respond(text=text, response_type="ephemeral", replace_original=False)
+
+    return tell
+
+
+def register_buttons(app: AsyncApp, services: Services) -> None:
+    @app.action(blocks.APPROVE)
+    async def on_approve(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        await ack()
+        team, channel = _click_place(body)
+        services.background.spawn(
+            decide_from_slack(
+                services,
+                approval_id=action.get("value", ""),
+                actor=body["user"]["id"],
+                approve=True,
+                reason=None,
+                team=team,
+                channel=channel,
+                tell=_teller(respond),
+            ),
+            name=f"approve {action.get('value')}",
+        )
+
+    @app.action(blocks.DENY)
+    async def on_deny(
+        ack: AsyncAck,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        respond: AsyncRespond,
+        client: AsyncWebClient,
+    ) -> None:
+        await ack()
+        approval_id = action.get("value", "")
+        actor = body["user"]["id"]
+        team, channel = _click_place(body)
+        approval = await services.repo.get_approval(approval_id)
+        tell = _teller(respond)
+        if approval is None or wrong_place(approval.team_id, approval.channel, team, channel):
+            await tell(":no_entry: That approval does not belong to this workspace or channel.")
+            return
+        if approval.status != "pending" or approval.expires_at <= utcnow():
+            # Already decided or expired: the decision path says which, and settles the card.
+            await decide_from_slack(
+                services,
+                approval_id=approval_id,
+                actor=actor,
+                approve=False,
+                reason=None,
+                team=team,
+                channel=channel,
+                tell=tell,
+            )
+            return
+        groups = await services.groups.groups_of(actor, approval.approvers)
+        refusal = refusal_reason(
+            actor=actor,
+            requester=approval.requester,
+            approvers=approval.approvers,
+            allow_self_approval=approval.allow_self_approval,
+            actor_groups=groups,
+        )
+        if refusal == "self_approval":
+            await tell(":no_entry: You asked for this call, so someone else must decide it.")
+            return
+        if refusal is not None:
+            await tell(":no_entry: You are not one of the approvers of this call.")
+            return
+        metadata = {
+            "approval_id": approval_id,
+            "channel": channel or "",
+            "team": team,
+            "response_url": body.get("response_url", ""),
+        }
+        # trigger_id lives 3 seconds: open the modal now, in the acknowledgement path.
+        await client.views_open(
+            trigger_id=body["trigger_id"], view=blocks.render_deny_modal(approval, metadata)
+        )
+
+    @app.view(blocks.DENY_MODAL)
+    async def on_deny_reason(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        await ack()
+        metadata = json.loads(view.get("private_metadata") or "{}")
+        values = view.get("state", {}).get("values", {})
+        reason = values.get(blocks.REASON_BLOCK, {}).get(blocks.REASON_INPUT, {}).get("value")
+        actor = body["user"]["id"]
+        team = (body.get("team") or {}).get("id", "") or metadata.get("team", "")
+        channel = metadata.get("channel") or None
+
+        async def tell(text: str) -> None:
+            if channel:
+                await services.publisher.ephemeral(channel=channel, user=actor, text=text)
+
+        services.background.spawn(
+            decide_from_slack(
+                services,
+                approval_id=metadata.get("approval_id", ""),
+                actor=actor,
+                approve=False,
+                reason=reason,
+                team=team,
+                channel=channel,
+                tell=tell,
+            ),
+            name=f"deny {metadata.get('approval_id')}",
+        )
+
+    @app.action(blocks.SHOW_ARGUMENTS)
+    async def on_show_arguments(
+        ack: AsyncAck,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: AsyncWebClient,
+        respond: AsyncRespond,
+    ) -> None:
+        await ack()
+        approval = await services.repo.get_approval(action.get("value", ""))
+        team, channel = _click_place(body)
+        if approval is None or wrong_place(approval.team_id, approval.channel, team, channel):
+            await _teller(respond)(":no_entry: That approval does not belong here.")
+            return
+        await client.views_open(
+            trigger_id=body["trigger_id"], view=blocks.render_arguments_modal(approval)
+        )
+
+
+# -- /approvals --------------------------------------------------------------------------
+
+VIEWS = {"": "approve", "list": "approve", "mine": "mine", "all": "all"}
+
+
+def register_approvals_command(app: AsyncApp, services: Services) -> None:
+    @app.command("/approvals")
+    async def on_approvals(ack: AsyncAck, command: dict[str, Any]) -> None:
+        word = (command.get("text") or "").strip().lower()
+        if word == "help":
+            await ack(text=blocks.HELP_TEXT, response_type="ephemeral")
+            return
+        if word not in VIEWS:
+            await ack(
+                text=f"I don't know `/approvals {blocks.escape(word)}`.\n\n{blocks.HELP_TEXT}",
+                response_type="ephemeral",
+            )
+            return
+        text, page_blocks = await approvals_page(services, command, VIEWS[word], 0)
+        await ack(text=text, blocks=page_blocks, response_type="ephemeral")
+
+    @app.action(blocks.PAGE)
+    async def on_page(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        await ack()
+        wanted = json.loads(action.get("value") or "{}")
+        command = {
+            "team_id": (body.get("team") or {}).get("id", ""),
+            "team_domain": (body.get("team") or {}).get("domain", ""),
+            "user_id": body["user"]["id"],
+            "channel_id": (body.get("channel") or {}).get("id")
+            or (body.get("container") or {}).get("channel_id", ""),
+        }
+        view = wanted.get("view") if wanted.get("view") in VIEWS.values() else "approve"
+        page = max(int(wanted.get("page", 0)), 0)
+        text, page_blocks = await approvals_page(services, command, view, page)
+        await respond(text=text, blocks=page_blocks, replace_original=True)
+
+
+async def approvals_page(
+    services: Services, command: dict[str, Any], view: str, page: int
+) -> tuple[str, list[dict[str, Any]]]:
+    user, team, channel = command["user_id"], command.get("team_id", ""), command["channel_id"]
+    if view == "mine":
+        where = PendingFilter(team_id=team, requester=user)
+    elif view == "all":
+        where = PendingFilter(team_id=team, channel=channel)
+    else:
+        groups = await services.groups.groups_of(user, services.group_approvers())
+        where = PendingFilter(
+            team_id=team, approver=user, approver_groups=sorted(groups), exclude_requester=user
+        )
+    now = utcnow()
+    approvals, total = await services.repo.list_pending(
+        where, now=now, limit=PAGE_SIZE, offset=page * PAGE_SIZE
+    )
+    domain = command.get("team_domain") or "app"
+    permalinks = {
+        a.id: card_permalink(domain, a.card_channel, a.card_ts, a.thread_ts)
+        for a in approvals
+        if a.card_channel and a.card_ts
+    }
+    return blocks.render_approvals_page(
+        approvals,
+        view=view,
+        page=page,
+        total=total,
+        page_size=PAGE_SIZE,
+        now=now,
+        permalinks=permalinks,
+    )
+
+
+def card_permalink(domain: str, channel: str, ts: str, thread_ts: str | None) -> str:
+    """Slack's permalink shape, built locally: no API call per item in the ack path."""
+    link = f"https://{domain}.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+    if thread_ts and thread_ts != ts:
+        link += f"?thread_ts={thread_ts}&cid={channel}"
+    return link

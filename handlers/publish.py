@@ -1,0 +1,158 @@
+"""Everything the bot writes to Slack: progress, answers, approval cards and their edits.
+
+Cards are rendered from database rows and their location is stored on the approval, so any
+replica can edit a card later. A failed post is logged with the approval or run it concerns
+and never undoes database state: an approval whose card could not be posted is still listed
+by /approvals.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.runner import RunOutcome
+from handlers.blocks import escape, render_approval_card, split_for_slack
+from storage.models import Approval, Run
+from storage.repository import Repository
+
+log = logging.getLogger(__name__)
+
+WORKING = ":hourglass_flowing_sand: Working on it…"
+RESUMING = ":hourglass_flowing_sand: Carrying on after the decision…"
+
+
+class Publisher:
+    def __init__(self, client: AsyncWebClient, repo: Repository) -> None:
+        self.client = client
+        self.repo = repo
+
+    async def progress(self, channel: str, thread_ts: str, text: str = WORKING) -> str | None:
+        """A message that the outcome will replace; None if Slack would not take it."""
+        try:
+            response = await self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=text
+            )
+        except SlackApiError as exc:
+            log.error("could not post progress in %s/%s: %s", channel, thread_ts, exc)
+            return None
+        return response.get("ts")
+
+    async def outcome(self, outcome: RunOutcome, *, progress_ts: str | None = None) -> None:
+        """Tell the thread where the run stands; post a card for each new approval."""
+        run = outcome.run
+        if run is None or not run.channel:
+            return
+        if outcome.status == "completed":
+            await self._say(
+                run, outcome.answer or "(The agent finished without an answer.)", progress_ts
+            )
+        elif outcome.status == "paused":
+            count = len(outcome.new_approvals)
+            waiting = (
+                f":raised_hand: Waiting for a human: {count} call"
+                f"{'s need' if count != 1 else ' needs'} a decision."
+                if count
+                else ":raised_hand: Still waiting for a decision."
+            )
+            await self._say(run, waiting, progress_ts, escape_text=False)
+            for approval in outcome.new_approvals:
+                await self.post_card(approval)
+        elif outcome.status == "failed":
+            await self._say(
+                run,
+                f":x: {escape(outcome.error or 'The run failed.')}",
+                progress_ts,
+                escape_text=False,
+            )
+        elif outcome.status == "busy":
+            await self._say(run, _busy_text(run), progress_ts, escape_text=False)
+        elif outcome.status == "cancelled":
+            await self._say(
+                run,
+                f":octagonal_sign: {escape(outcome.error or 'Stopped.')}",
+                progress_ts,
+                escape_text=False,
+            )
+
+    async def run_cancelled(self, run: Run, reason: str) -> None:
+        await self._say(run, f":octagonal_sign: Stopped: {escape(reason)}", None, escape_text=False)
+
+    async def _say(
+        self, run: Run, text: str, progress_ts: str | None, *, escape_text: bool = True
+    ) -> None:
+        chunks = split_for_slack(text)
+        if escape_text:
+            chunks = [escape(chunk) for chunk in chunks]
+        try:
+            first, rest = chunks[0], chunks[1:]
+            if progress_ts:
+                await self.client.chat_update(
+                    channel=run.channel, ts=progress_ts, text=first, blocks=[]
+                )
+            else:
+                await self.client.chat_postMessage(
+                    channel=run.channel, thread_ts=run.thread_ts, text=first
+                )
+            for chunk in rest:
+                await self.client.chat_postMessage(
+                    channel=run.channel, thread_ts=run.thread_ts, text=chunk
+                )
+        except SlackApiError as exc:
+            log.error(
+                "run %s: could not post to %s/%s: %s", run.id, run.channel, run.thread_ts, exc
+            )
+
+    async def post_card(self, approval: Approval) -> None:
+        text, blocks = render_approval_card(approval)
+        try:
+            response = await self.client.chat_postMessage(
+                channel=approval.channel,
+                thread_ts=approval.thread_ts or None,
+                text=text,
+                blocks=blocks,
+            )
+        except SlackApiError as exc:
+            log.error(
+                "approval %s: could not post its card to %s (it is still pending and listed "
+                "by /approvals): %s",
+                approval.id,
+                approval.channel,
+                exc,
+            )
+            return
+        await self.repo.set_card(approval.id, channel=response["channel"], ts=response["ts"])
+
+    async def refresh_card(self, approval_id: str) -> None:
+        """Edit a card in place to show the approval as it is now (buttons gone once decided)."""
+        approval = await self.repo.get_approval(approval_id)
+        if approval is None or not approval.card_ts or not approval.card_channel:
+            return
+        text, blocks = render_approval_card(approval)
+        try:
+            await self.client.chat_update(
+                channel=approval.card_channel, ts=approval.card_ts, text=text, blocks=blocks
+            )
+        except SlackApiError as exc:
+            log.error("approval %s: could not update its card: %s", approval_id, exc)
+
+    async def ephemeral(
+        self, *, channel: str, user: str, text: str, thread_ts: str | None = None
+    ) -> None:
+        try:
+            await self.client.chat_postEphemeral(
+                channel=channel, user=user, text=text, thread_ts=thread_ts
+            )
+        except SlackApiError as exc:
+            log.error("could not tell %s in %s: %s", user, channel, exc)
+
+
+def _busy_text(run: Run) -> str:
+    if run.status == "paused":
+        return (
+            ":raised_hand: I'm waiting for decisions on this thread's approvals; once they are "
+            "decided I'll carry on. Use `/approvals all` to see them."
+        )
+    return ":hourglass_flowing_sand: I'm still working on this thread's last request."

@@ -1,0 +1,123 @@
+"""What every listener needs, built once per process, and the Slack settings from the environment."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.background import BackgroundTasks
+from bot.config import Config, ConfigError
+from bot.runner import Runner
+from handlers.publish import Publisher
+from storage.repository import Repository
+
+SLACK_API_DEFAULT = "https://slack.com/api/"
+GROUP_CACHE_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class SlackSettings:
+    bot_token: str
+    signing_secret: str
+    app_token: str | None = None
+    api_url: str = SLACK_API_DEFAULT
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, socket_mode: bool = False
+    ) -> SlackSettings:
+        env = os.environ if environ is None else environ
+        missing = [
+            name
+            for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET")
+            if not env.get(name) and not (socket_mode and name == "SLACK_SIGNING_SECRET")
+        ]
+        if socket_mode and not env.get("SLACK_APP_TOKEN"):
+            missing.append("SLACK_APP_TOKEN")
+        if missing:
+            raise ConfigError(f"missing environment variable(s): {', '.join(missing)}")
+        api_url = env.get("SLACK_API_URL") or SLACK_API_DEFAULT
+        return cls(
+            bot_token=env["SLACK_BOT_TOKEN"],
+            signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
+            app_token=env.get("SLACK_APP_TOKEN") or None,
+            api_url=api_url if api_url.endswith("/") else api_url + "/",
+        )
+
+    def web_client(self) -> AsyncWebClient:
+        """A client that honours Retry-After on 429s and retries dropped connections."""
+        return AsyncWebClient(
+            token=self.bot_token,
+            base_url=self.api_url,
+            retry_handlers=[
+                AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+                AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            ],
+        )
+
+
+@dataclass
+class UserGroups:
+    """Members of Slack user groups named as approvers, cached (a Tier 2 method)."""
+
+    client: AsyncWebClient
+    _cache: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
+
+    async def groups_of(self, user: str, candidates: Collection[str]) -> set[str]:
+        groups = set()
+        for group in candidates:
+            if group.startswith("S") and user in await self.members(group):
+                groups.add(group)
+        return groups
+
+    async def members(self, group: str) -> frozenset[str]:
+        cached = self._cache.get(group)
+        if cached and time.monotonic() - cached[0] < GROUP_CACHE_SECONDS:
+            return cached[1]
+        try:
+            response = await self.client.usergroups_users_list(usergroup=group)
+            members = frozenset(response.get("users", []))
+        except SlackApiError:
+            # Unknown or unreadable group: nobody is in it (and say nothing more here;
+            # the refusal tells the clicker they are not an approver).
+            members = frozenset()
+        self._cache[group] = (time.monotonic(), members)
+        return members
+
+
+@dataclass
+class Services:
+    repo: Repository
+    config: Config
+    runner: Runner
+    client: AsyncWebClient
+    publisher: Publisher
+    groups: UserGroups
+    background: BackgroundTasks
+
+    @classmethod
+    def create(
+        cls, repo: Repository, config: Config, runner: Runner, client: AsyncWebClient
+    ) -> Services:
+        return cls(
+            repo=repo,
+            config=config,
+            runner=runner,
+            client=client,
+            publisher=Publisher(client, repo),
+            groups=UserGroups(client),
+            background=BackgroundTasks(),
+        )
+
+    def group_approvers(self) -> set[str]:
+        """Every user-group id that any policy names."""
+        return {a for p in self.config.policies.values() for a in p.approvers if a.startswith("S")}

@@ -1,0 +1,306 @@
+"""The Slack surface end to end: signed requests in Slack's payload shapes, against the real
+bolt app, handlers, runner and storage; Slack is our Slack-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+
+from storage.repository import Repository
+from tests import ops_tools
+from tests.conftest import make_config
+from tests.scripted_model import ScriptedModel
+from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
+
+
+def executed(name: str) -> list[dict[str, Any]]:
+    return [args for tool, args in ops_tools.EXECUTED if tool == name]
+
+
+@pytest.fixture
+async def slack(repo: Repository) -> AsyncIterator[Harness]:
+    async with running_bot(make_config(), repo, usergroups={"S0ONCALL": ["U0ONCALL"]}) as h:
+        yield h
+
+
+async def pending_ids(repo: Repository) -> list[str]:
+    from storage.repository import PendingFilter
+
+    approvals, _ = await repo.list_pending(PendingFilter(), now=_now(), limit=100)
+    return [a.id for a in approvals]
+
+
+def _now() -> Any:
+    from bot.clock import utcnow
+
+    return utcnow()
+
+
+async def test_mention_card_approve_answer(slack: Harness) -> None:
+    reply = await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "web"})))
+    assert reply.status == 200
+    [card] = slack.cards()
+    assert has_buttons(card)
+    assert card.thread_ts == reply.message.ts  # type: ignore[union-attr]
+    actions = [e["action_id"] for _, e in card.buttons()]
+    assert actions == ["approval_approve", "approval_deny"]
+    assert all(e.get("confirm") for _, e in card.buttons())
+    assert executed("restart_service") == []
+    # The model got the request without the bot's mention.
+    first_user = next(m for m in ScriptedModel.seen[0] if m["role"] == "user")
+    assert first_user["parts"][0]["text"] == calls(("restart_service", {"service": "web"}))
+
+    click = await slack.server.click("U0APPROVER1", card, "approval_approve")
+    assert click.status == 200
+    await slack.settle()
+
+    card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
+    assert card is not None and not has_buttons(card)
+    assert "Approved* by <@U0APPROVER1>" in json.dumps(card.blocks)
+    assert executed("restart_service") == [{"service": "web"}]
+    texts = [m.text for m in slack.thread_of(reply)]
+    assert "Results: restart_service=restarted web" in texts
+    assert any("Approved `restart_service`" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+
+
+async def test_twenty_concurrent_approvals_run_the_tool_once(slack: Harness) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    clicks = await asyncio.gather(
+        *(slack.server.click("U0APPROVER1", card, "approval_approve") for _ in range(20))
+    )
+    assert all(c.status == 200 for c in clicks)
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "db"}]
+    texts = slack.ephemeral_texts("U0APPROVER1")
+    assert sum("Approved `restart_service`" in t for t in texts) == 1
+    assert sum("Already approved by @U0APPROVER1" in t for t in texts) == 19
+
+
+async def test_deny_with_reason_through_the_modal(slack: Harness) -> None:
+    reply = await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    click = await slack.server.click("U0APPROVER2", card, "approval_deny")
+    assert click.status == 200
+    [opened] = [v for v in slack.server.views.values() if v.user == "U0APPROVER2"]
+    submitted = await slack.server.submit_view(
+        "U0APPROVER2",
+        opened.id,
+        {"deny_reason": {"reason": {"type": "plain_text_input", "value": "freeze <!channel>"}}},
+    )
+    assert submitted.status == 200
+    await slack.settle()
+    assert executed("restart_service") == []
+    card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
+    assert card is not None and not has_buttons(card)
+    outcome = json.dumps(card.blocks)
+    assert "Denied* by <@U0APPROVER2>" in outcome and "freeze &lt;!channel&gt;" in outcome
+    tool_results = [
+        p["output"] for m in ScriptedModel.seen[-1] if m["role"] == "tool" for p in m["parts"]
+    ]
+    assert tool_results == ["Denied by @U0APPROVER2: freeze <!channel>. The call was not run."]
+    answer = slack.thread_of(reply)[-1].text
+    assert "freeze &lt;!channel&gt;" in answer, "the model's echo is escaped too"
+
+
+async def test_refusals_change_nothing(slack: Harness, repo: Repository) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    [approval_id] = await pending_ids(repo)
+
+    await slack.server.click("U0REQUESTER", card, "approval_approve")
+    await slack.server.click("U0OUTSIDER", card, "approval_approve")
+    await slack.server.click("U0OUTSIDER", card, "approval_deny")
+    await slack.settle()
+    assert any("someone else must decide" in t for t in slack.ephemeral_texts("U0REQUESTER"))
+    outsider = slack.ephemeral_texts("U0OUTSIDER")
+    assert len(outsider) == 2 and all("not one of the approvers" in t for t in outsider)
+    assert not slack.server.views, "no deny modal for someone who may not deny"
+    assert await pending_ids(repo) == [approval_id]
+    assert has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
+    assert executed("restart_service") == []
+
+
+async def test_expired_approval_is_refused_and_its_card_edited(repo: Repository) -> None:
+    with freeze_time("2026-11-30 10:00:00", real_asyncio=True) as clock:
+        async with running_bot(make_config(), repo) as slack:
+            await slack.mention(
+                "U0REQUESTER", calls(("deploy", {"service": "api", "version": "9"}))
+            )
+            [card] = slack.cards()
+            clock.tick(timedelta(minutes=31))
+            await slack.server.click("U0APPROVER1", card, "approval_approve")
+            await slack.settle()
+            assert any(
+                "expired at 2026-11-30 10:30 UTC" in t for t in slack.ephemeral_texts("U0APPROVER1")
+            )
+            card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
+            assert card is not None and not has_buttons(card)
+            assert "Expired*" in json.dumps(card.blocks)
+            # deploy's policy says on_expiry = "cancel": the run stops and the thread says so.
+            assert any("Stopped" in m.text for m in slack.server.thread(CHANNEL, card.thread_ts))
+    assert executed("deploy") == []
+
+
+async def test_forged_stale_and_replayed_requests(slack: Harness, repo: Repository) -> None:
+    forged = await slack.server.mention("U0REQUESTER", CHANNEL, "<@U0BOT> hi", signature="v0=00")
+    assert forged.status == 401
+    stale = await slack.server.mention(
+        "U0REQUESTER", CHANNEL, "<@U0BOT> hi", timestamp=int(time.time()) - 6 * 60
+    )
+    assert stale.status == 401
+    await slack.settle()
+    assert ScriptedModel.seen == []
+
+    first = await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    again = await slack.server.redeliver(first.event_id, retry_num=1)  # type: ignore[arg-type]
+    assert again.status == 200
+    await slack.settle()
+    assert len(slack.cards()) == 1
+    assert len(await pending_ids(repo)) == 1
+
+    [card] = slack.cards()
+    forged_click = await slack.server.click(
+        "U0APPROVER1", card, "approval_approve", signature="v0=bad"
+    )
+    assert forged_click.status == 401
+    await slack.settle()
+    assert executed("restart_service") == []
+
+
+async def test_a_click_from_another_channel_or_workspace_is_refused(
+    slack: Harness, repo: Repository
+) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [approval_id] = await pending_ids(repo)
+    await slack.server.click_raw("U0APPROVER1", "C0ELSEWHERE", "approval_approve", approval_id)
+    await slack.settle()
+    assert any("does not belong" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+    assert await pending_ids(repo) == [approval_id]
+    assert executed("restart_service") == []
+
+
+async def test_untrusted_text_is_escaped_on_the_card(slack: Harness) -> None:
+    evil = "<!channel> <@U123> <https://x|y> & more"
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": evil})))
+    [card] = slack.cards()
+    rendered = json.dumps(card.blocks)
+    for raw in ("<!channel>", "<@U123>", "<https://x|y>"):
+        assert raw not in rendered
+    assert "&lt;!channel&gt; &lt;@U123&gt; &lt;https://x|y&gt; &amp; more" in rendered
+
+
+async def test_long_arguments_are_truncated_with_a_way_to_see_them(slack: Harness) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "x" * 5000})))
+    [card] = slack.cards()
+    assert len(json.dumps(card.blocks)) < 4000
+    assert "approval_show_arguments" in [e["action_id"] for _, e in card.buttons()]
+    await slack.server.click("U0OUTSIDER", card, "approval_show_arguments")
+    [opened] = slack.server.views.values()
+    shown = "".join(b["text"]["text"] for b in opened.view["blocks"] if b["type"] == "section")
+    assert shown.count("x") == 5000
+
+
+async def test_approvals_command_lists_and_its_buttons_work(slack: Harness) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "one"})))
+    await slack.mention("U0APPROVER2", calls(("restart_service", {"service": "two"})))
+
+    mine = await slack.server.slash_command("U0REQUESTER", CHANNEL, text="mine")
+    assert mine.status == 200 and "one" in mine.body and "two" not in mine.body
+
+    for_me = await slack.server.slash_command("U0APPROVER2", CHANNEL, text="")
+    assert "one" in for_me.body and "two" not in for_me.body, "not their own request"
+
+    everything = await slack.server.slash_command("U0OUTSIDER", CHANNEL, text="all")
+    assert "one" in everything.body and "two" in everything.body
+
+    nothing = await slack.server.slash_command("U0OUTSIDER", CHANNEL, text="")
+    assert "Nothing is waiting for your decision" in nothing.body
+
+    unknown = await slack.server.slash_command("U0OUTSIDER", CHANNEL, text="frobnicate")
+    assert "I don't know `/approvals frobnicate`" in unknown.body
+    assert "/approvals mine" in (await slack.server.slash_command("U0X", CHANNEL, text="help")).body
+
+    # The list's own Approve button decides, exactly as the card's does.
+    [listing] = [m for m in slack.server.ephemerals_for("U0APPROVER2") if has_buttons(m)]
+    await slack.server.click("U0APPROVER2", listing, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "one"}]
+    cards = {json.dumps(c.blocks).count("Approved*") for c in slack.cards()}
+    assert cards == {0, 1}
+
+
+async def test_a_card_that_cannot_be_posted_is_still_listed(
+    slack: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    # progress, "waiting" and the card itself all fail
+    slack.server.fail("chat.postMessage", error="channel_not_found", times=3)
+    with caplog.at_level(logging.ERROR):
+        await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    assert slack.cards() == []
+    assert any("could not post its card" in r.getMessage() for r in caplog.records)
+    listed = await slack.server.slash_command("U0APPROVER1", CHANNEL, text="")
+    assert "restart_service" in listed.body
+
+
+async def test_rate_limited_posts_are_retried(slack: Harness) -> None:
+    slack.server.rate_limit("chat.postMessage", times=1, retry_after=1)
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    assert len(slack.cards()) == 1
+    assert [c.status for c in slack.server.calls_to("chat.postMessage")][:2] == [429, 200]
+
+
+async def test_user_group_approvers(repo: Repository) -> None:
+    config = make_config(policies={"restart_service": {"approvers": ["S0ONCALL"]}})
+    async with running_bot(config, repo, usergroups={"S0ONCALL": ["U0ONCALL"]}) as slack:
+        await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+        [card] = slack.cards()
+        assert "<!subteam^S0ONCALL>" in json.dumps(card.blocks)
+        await slack.server.click("U0APPROVER1", card, "approval_approve")
+        await slack.server.click("U0ONCALL", card, "approval_approve")
+        await slack.settle()
+    assert executed("restart_service") == [{"service": "db"}]
+    assert any("not one of the approvers" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+
+
+async def test_follow_up_mention_continues_the_thread(slack: Harness) -> None:
+    first = await slack.mention("U0REQUESTER", "hello there")
+    assert first.message is not None
+    thread_ts = first.message.ts
+    await slack.mention("U0REQUESTER", "and again", thread_ts=thread_ts)
+    texts = [m.text for m in slack.server.thread(CHANNEL, thread_ts)]
+    assert "You said: hello there" in texts and "You said: and again" in texts
+    users = [m for m in ScriptedModel.seen[-1] if m["role"] == "user"]
+    assert [u["parts"][0]["text"] for u in users] == ["hello there", "and again"]
+
+
+async def test_socket_mode_handles_a_mention(repo: Repository) -> None:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    async with running_bot(make_config(), repo) as slack:
+        handler = AsyncSocketModeHandler(slack.bot.app, slack.server.app_token)  # type: ignore[arg-type]
+        handler.client.web_client.base_url = slack.server.api_url
+        await handler.connect_async()
+        try:
+            await slack.server.wait_socket_connected()
+            ack = await slack.server.socket_mention(
+                "U0REQUESTER", CHANNEL, "<@U0BOT> " + calls(("get_status", {"service": "web"}))
+            )
+            assert ack.ack["envelope_id"] == ack.envelope_id
+            await slack.settle()
+        finally:
+            await handler.close_async()
+    assert executed("get_status") == [{"service": "web"}]
+    assert any("get_status=web is healthy" in m.text for m in slack.server.messages)
