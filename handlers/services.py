@@ -1,4 +1,4 @@
-"""What every listener needs, built once per process, and the Slack settings from the environment."""
+"""What every listener needs (built once per process) and the Slack settings from the env."""
 
 from __future__ import annotations
 

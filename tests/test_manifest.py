@@ -1,0 +1,43 @@
+"""manifest.yml is a valid Slack app manifest and declares what the code uses."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT.parent / "shared" / "slack" / "manifest.schema.1.0.0.json"
+
+
+@pytest.fixture
+def manifest() -> dict:
+    return yaml.safe_load((ROOT / "manifest.yml").read_text())
+
+
+def test_manifest_matches_slacks_schema(manifest: dict) -> None:
+    if not SCHEMA.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{SCHEMA} is missing; CI always has ../shared beside the clone")
+        pytest.skip(f"Slack's manifest schema is not at {SCHEMA}")
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.validate(manifest, schema)
+
+
+def test_manifest_declares_what_the_bot_uses(manifest: dict) -> None:
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    assert {"app_mentions:read", "chat:write", "commands", "usergroups:read"} <= scopes
+    assert manifest["settings"]["event_subscriptions"]["bot_events"] == ["app_mention"]
+    assert manifest["settings"]["interactivity"]["is_enabled"] is True
+    [command] = manifest["features"]["slash_commands"]
+    assert command["command"] == "/approvals"
+    for url in (
+        command["url"],
+        manifest["settings"]["event_subscriptions"]["request_url"],
+        manifest["settings"]["interactivity"]["request_url"],
+    ):
+        assert url.endswith("/slack/events")
