@@ -519,6 +519,8 @@ class SlackServer:
             "conversations.replies": self._api_conversations_replies,
             "apps.connections.open": self._api_apps_connections_open,
         }
+        # More routes on the same port (the playground's page); applied at start().
+        self.route_hooks: list[Callable[[web.Application], None]] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._base_url: str | None = None
@@ -530,6 +532,8 @@ class SlackServer:
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/response/{url_id}", self._handle_response_url)
         app.router.add_get("/socket-mode", self._handle_socket)
+        for add_routes in self.route_hooks:
+            add_routes(app)
         return app
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:

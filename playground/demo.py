@@ -1,0 +1,180 @@
+"""The playground's offline demo: a deterministic model and four pretend ops tools.
+
+The model is a real ``llm.AsyncModel`` (registered as ``demo``) that needs no key: it picks a
+tool from the request's words and, once results come back, reports them. The tools keep
+their pretend state in the playground's own SQLite file, next to the bot's database, so a
+restarted playground remembers how many replicas "payments" has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+import llm
+from llm.parts import TextPart, ToolResultPart
+
+DEMO_MODEL_ID = "demo"
+SERVICES = ("payments", "checkout", "search", "web", "api")
+HELP = (
+    "I'm the offline demo agent. Try: `@approval-bot status of payments`, "
+    "`@approval-bot restart payments`, `@approval-bot scale checkout to 5` or "
+    "`@approval-bot sql select name, replicas from services`."
+)
+
+
+class DemoModel(llm.AsyncModel):
+    model_id = DEMO_MODEL_ID
+    supports_tools = True
+    can_stream = True
+
+    async def execute(
+        self, prompt: Any, stream: bool, response: Any, conversation: Any = None
+    ) -> AsyncGenerator[str, None]:
+        messages = list(prompt.messages)
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        results = [
+            part
+            for message in messages[last_user + 1 :]
+            if message.role == "tool"
+            for part in message.parts
+            if isinstance(part, ToolResultPart)
+        ]
+        if results:
+            yield summarize(results)
+            return
+        text = ""
+        if last_user >= 0:
+            text = "".join(p.text for p in messages[last_user].parts if isinstance(p, TextPart))
+        call = choose_tool(text)
+        if call is None:
+            yield HELP
+            return
+        name, arguments = call
+        response.add_tool_call(llm.ToolCall(name=name, arguments=arguments))
+        yield f"Calling `{name}`."
+
+
+def choose_tool(text: str) -> tuple[str, dict[str, Any]] | None:
+    """The tool call a request's words ask for, if any."""
+    lowered = text.lower()
+    sql = re.search(r"\b(?:sql|query)\b[:\s]*(.+)$", text, re.IGNORECASE | re.DOTALL)
+    if sql or lowered.strip().startswith("select "):
+        query = sql.group(1).strip() if sql else text.strip()
+        return "run_sql", {"query": query}
+    service = _service(lowered)
+    scale = re.search(r"\bscale\b.*?\bto\s+(\d+)", lowered)
+    if scale:
+        return "scale_service", {"service": service, "replicas": int(scale.group(1))}
+    if re.search(r"\b(restart|reboot|bounce)\b", lowered):
+        return "restart_service", {"service": service}
+    if re.search(r"\b(status|health|how is|check)\b", lowered):
+        return "get_status", {"service": service}
+    return None
+
+
+def _service(lowered: str) -> str:
+    for name in SERVICES:
+        if re.search(rf"\b{name}\b", lowered):
+            return name
+    verb = re.search(r"\b(?:restart|reboot|bounce|scale|status of|check)\s+([a-z][\w-]*)", lowered)
+    return verb.group(1) if verb else "payments"
+
+
+def summarize(results: list[ToolResultPart]) -> str:
+    lines = [f"• `{r.name}`: {r.output}" for r in results]
+    return "Here is what happened:\n" + "\n".join(lines)
+
+
+# -- the pretend infrastructure ----------------------------------------------------------
+
+
+def _state_path() -> Path:
+    return Path(os.environ.get("APPROVAL_BOT_DEMO_STATE", "playground-state.db"))
+
+
+def _connect() -> sqlite3.Connection:
+    connection = sqlite3.connect(_state_path())
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS services (name TEXT PRIMARY KEY, replicas INTEGER, "
+        "restarts INTEGER)"
+    )
+    connection.executemany(
+        "INSERT OR IGNORE INTO services VALUES (?, 3, 0)", [(name,) for name in SERVICES]
+    )
+    connection.commit()
+    return connection
+
+
+def get_status(service: str) -> str:
+    """Read the health and replica count of a service. Safe: never needs approval."""
+    with _connect() as db:
+        row = db.execute(
+            "SELECT replicas, restarts FROM services WHERE name = ?", (service,)
+        ).fetchone()
+    if row is None:
+        return f"{service}: no such service (known: {', '.join(SERVICES)})"
+    return f"{service}: healthy, {row[0]} replicas, restarted {row[1]} times"
+
+
+def restart_service(service: str) -> str:
+    """Restart every replica of a service. Needs approval."""
+    with _connect() as db:
+        updated = db.execute(
+            "UPDATE services SET restarts = restarts + 1 WHERE name = ?", (service,)
+        ).rowcount
+    return f"restarted {service}" if updated else f"{service}: no such service"
+
+
+def scale_service(service: str, replicas: int) -> str:
+    """Change how many replicas of a service run. Needs approval."""
+    if not 0 <= replicas <= 50:
+        raise ValueError("replicas must be between 0 and 50")
+    with _connect() as db:
+        updated = db.execute(
+            "UPDATE services SET replicas = ? WHERE name = ?", (replicas, service)
+        ).rowcount
+    return f"scaled {service} to {replicas} replicas" if updated else f"{service}: no such service"
+
+
+def run_sql(query: str) -> str:
+    """Run a read-only SQL query against the services table."""
+    connection = sqlite3.connect(f"file:{_state_path()}?mode=ro", uri=True)
+    try:
+        _connect().close()  # make sure the table exists
+        rows = connection.execute(query).fetchmany(20)
+    except sqlite3.Error as exc:
+        return f"SQL error: {exc}"
+    finally:
+        connection.close()
+    return json.dumps(rows)
+
+
+def demo_config_dict(model: str = DEMO_MODEL_ID) -> dict[str, Any]:
+    """The playground's configuration: the demo tools and who may approve what."""
+    return {
+        "model": model,
+        "tools": [
+            "playground.demo:get_status",
+            "playground.demo:restart_service",
+            "playground.demo:scale_service",
+            "playground.demo:run_sql",
+        ],
+        "approval_ttl": "30m",
+        "sweep_interval": "5s",
+        "policies": {
+            "restart_service": {"approvers": ["U0APPROVER1", "U0APPROVER2"], "ttl": "15m"},
+            "scale_service": {"approvers": ["U0APPROVER1", "U0APPROVER2"], "ttl": "15m"},
+        },
+    }
+
+
+def register_demo_model() -> None:
+    from bot.llm_setup import register_model
+
+    register_model(DemoModel())
