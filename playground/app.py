@@ -80,7 +80,8 @@ async def running_playground(
     config_path: str | None = None,
 ) -> AsyncIterator[Playground]:
     data_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("APPROVAL_BOT_DEMO_STATE", str(data_dir / "demo-state.db"))
+    # The demo tools read their pretend state from here (one playground per process).
+    os.environ["APPROVAL_BOT_DEMO_STATE"] = str(data_dir / "demo-state.db")
     prepare_llm(data_dir / "llm")
     register_demo_model()
     config = playground_config(data_dir, model=model, config_path=config_path)

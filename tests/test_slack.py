@@ -304,3 +304,29 @@ async def test_socket_mode_handles_a_mention(repo: Repository) -> None:
             await handler.close_async()
     assert executed("get_status") == [{"service": "web"}]
     assert any("get_status=web is healthy" in m.text for m in slack.server.messages)
+
+
+async def test_the_sweeper_expires_cards_and_moves_runs_on(repo: Repository) -> None:
+    from handlers.sweeper import sweep_once
+
+    with freeze_time("2026-11-30 10:00:00", real_asyncio=True) as clock:
+        async with running_bot(make_config(), repo) as slack:
+            denied_reply = await slack.mention(
+                "U0REQUESTER", calls(("restart_service", {"service": "db"}))
+            )
+            cancelled_reply = await slack.mention(
+                "U0REQUESTER", calls(("deploy", {"service": "api", "version": "2"}))
+            )
+            clock.tick(timedelta(minutes=31))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            for card in slack.cards():
+                assert not has_buttons(card) and "Expired*" in json.dumps(card.blocks)
+            # restart_service: on_expiry = "deny", so the model hears it and answers.
+            assert any(
+                "Expired at 2026-11-30 10:15 UTC" in m.text
+                for m in slack.thread_of(denied_reply)
+            )
+            # deploy: on_expiry = "cancel", so the run stops and says why.
+            assert any("Stopped" in m.text for m in slack.thread_of(cancelled_reply))
+    assert ops_tools.EXECUTED == []

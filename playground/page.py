@@ -1,0 +1,456 @@
+"""The playground's Slack-like channel page, served next to the Slack API by ``SlackServer``.
+
+Why it exists: to try the real bot the way people will use it (mention it, click its buttons,
+fill in its modal, run ``/approvals``) without a Slack workspace, and to test that journey in a
+real browser. The page shows one channel (``#ops``) as the person chosen with the identity
+switch sees it: channel messages with their threads, that person's ephemeral messages and the
+modal opened for them. Whatever they do becomes what Slack would send the bot (signed events,
+``block_actions``, ``view_submission``, slash commands), built by ``SlackServer`` from its own
+state, so the page can only do what a Slack user could.
+
+Routes (``add_page_routes``):
+
+* ``GET /`` — the page; ``?as=U…`` picks who you are (kept in the URL).
+* ``GET /playground/state?user=U…`` — JSON the page polls: messages, threads, that user's
+  ephemerals, their open modal.
+* ``POST /playground/message`` ``{user, text, thread_ts?}`` — ``/command …`` (the app's
+  commands only, like Slack), a mention of ``@approval-bot`` or a plain message.
+* ``POST /playground/click`` ``{user, channel, ts, action_id, value}`` — a button click.
+* ``POST /playground/submit`` ``{user, view_id, values}`` and ``POST /playground/close``
+  ``{user, view_id}`` — submit or cancel a modal.
+
+Posting routes answer ``{"ok": true, "status": "…", "bot_status": 200}``; when the bot answers
+with an error status (or not at all) they answer 502/504 with ``{"ok": false, "error": "…"}``,
+which the page shows. The rendering (Block Kit and mrkdwn to safe DOM) is in
+``static/page.js``; no build step and nothing fetched from the internet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from aiohttp import web
+
+from playground.slack_server import BotReply, Message, SlackServer
+
+if TYPE_CHECKING:
+    from playground.app import Person
+
+log = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+BOT_HANDLE = "@approval-bot"
+WORKSPACE_NAME = "Playground"
+COMMANDS = ("/approvals",)  # the slash commands manifest.yml gives the app
+
+
+def _escape_typed(text: str) -> str:
+    """What a Slack client does to typed text: the three control characters become entities."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _asset_version() -> str:
+    """A short hash of the static files, so a browser never runs a stale page.js."""
+    digest = hashlib.sha256()
+    for path in sorted(STATIC_DIR.glob("*")):
+        if path.is_file():
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:10]
+
+
+class PageError(Exception):
+    """A request the page should show as an error (HTTP ``status``, ``message`` for people)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class ChannelPage:
+    """The page's routes for one channel of one ``SlackServer``."""
+
+    def __init__(
+        self,
+        server: SlackServer,
+        people: Sequence[Person],
+        channel: str,
+        commands: Sequence[str] = COMMANDS,
+    ) -> None:
+        self.server = server
+        self.people = list(people)
+        self.channel = channel
+        self.commands = tuple(commands)
+        self.names = {p.id: p.name for p in self.people}
+        self.version = _asset_version()
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    @property
+    def channel_name(self) -> str:
+        return self.server.channels.get(self.channel, self.channel.lower())
+
+    def _person(self, user: Any) -> str:
+        if not isinstance(user, str) or user not in self.names:
+            raise PageError(400, f"unknown user {user!r}; one of {sorted(self.names)}")
+        return user
+
+    @staticmethod
+    async def _body(request: web.Request) -> Json:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise PageError(400, "the body must be a JSON object") from exc
+        if not isinstance(body, dict):
+            raise PageError(400, "the body must be a JSON object")
+        return body
+
+    def _name(self, user: str) -> str:
+        if user == self.server.bot_user_id:
+            return self.server.bot_name
+        return self.names.get(user) or self.server.user_name(user)
+
+    def _message_json(self, message: Message) -> Json:
+        return {
+            "ts": message.ts,
+            "thread_ts": message.thread_ts,
+            "user": message.user,
+            "name": self._name(message.user),
+            "bot": message.bot_id is not None,
+            "text": message.text,
+            "blocks": message.blocks,
+            "edited": message.edited,
+            "ephemeral": message.is_ephemeral,
+        }
+
+    def state(self, user: str) -> Json:
+        """What ``user`` sees: channel messages with threads, their ephemerals, their modal."""
+        visible = [
+            m
+            for m in self.server.messages
+            if m.channel == self.channel and m.ephemeral_to in (None, user)
+        ]
+        by_ts = {m.ts for m in visible if not m.thread_ts or m.thread_ts == m.ts}
+        top: list[Json] = []
+        replies: dict[str, list[Json]] = {}
+        for message in sorted(visible, key=lambda m: _ts_key(m.ts)):
+            data = self._message_json(message)
+            if message.thread_ts and message.thread_ts != message.ts and message.thread_ts in by_ts:
+                replies.setdefault(message.thread_ts, []).append(data)
+            else:
+                top.append(data)
+        for data in top:
+            data["replies"] = replies.get(data["ts"], [])
+        return {
+            "user": user,
+            "channel": {"id": self.channel, "name": self.channel_name},
+            "messages": top,
+            "modal": self._open_modal(user),
+        }
+
+    def _open_modal(self, user: str) -> Json | None:
+        """The newest modal opened for ``user`` and not closed (Slack shows one at a time)."""
+        opened = [v for v in self.server.views.values() if v.user == user and not v.closed]
+        if not opened:
+            return None
+        newest = max(opened, key=lambda v: v.opened_at)
+        view = newest.view
+        return {
+            "id": newest.id,
+            "hash": view.get("hash", ""),
+            "title": view.get("title"),
+            "submit": view.get("submit"),
+            "close": view.get("close"),
+            "blocks": view.get("blocks", []),
+        }
+
+    async def _drive(self, action: Awaitable[BotReply], what: str) -> BotReply:
+        """Await a delivery to the bot; a refused, failed or missing answer is a PageError."""
+        try:
+            reply = await action
+        except TimeoutError as exc:
+            timeout = self.server.ack_timeout
+            raise PageError(
+                504, f"approval-bot did not answer the {what} within {timeout:g} s"
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise PageError(502, f"cannot reach approval-bot for the {what}: {exc}") from exc
+        except (LookupError, PermissionError, ValueError) as exc:
+            # Raised by SlackServer before sending: what the person acted on is gone or theirs
+            # was not to act on (a button no longer on the message, a closed modal).
+            raise PageError(409, f"that {what} is not possible any more: {exc}") from exc
+        except RuntimeError as exc:
+            raise PageError(503, f"approval-bot is not connected: {exc}") from exc
+        if reply.status >= 400:
+            detail = reply.body.strip()[:200]
+            message = f"approval-bot answered the {what} with HTTP {reply.status}"
+            raise PageError(502, f"{message}: {detail}" if detail else message)
+        return reply
+
+    # -- routes ---------------------------------------------------------------------------------
+
+    async def index(self, request: web.Request) -> web.Response:
+        wanted = request.query.get("as", "")
+        current = wanted if wanted in self.names else self.people[0].id
+        return web.Response(text=self._render_index(current), content_type="text/html")
+
+    async def get_state(self, request: web.Request) -> web.Response:
+        user = self._person(request.query.get("user"))
+        return web.json_response(self.state(user), headers={"Cache-Control": "no-store"})
+
+    async def post_message(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        user = self._person(body.get("user"))
+        text = str(body.get("text") or "").strip()
+        thread_ts = body.get("thread_ts") or None
+        if not text:
+            raise PageError(400, "write something first")
+        if thread_ts is not None and self.server.message(self.channel, str(thread_ts)) is None:
+            raise PageError(404, "that thread no longer exists")
+        if text.startswith("/"):
+            command, _, rest = text.partition(" ")
+            if command not in self.commands:
+                # Slack answers this itself; the app never hears of it.
+                raise PageError(400, f"{command} is not a valid command.")
+            if thread_ts:
+                log.info("playground: slash commands are not threaded; sending to the channel")
+            reply = await self._drive(
+                self.server.slash_command(
+                    user, self.channel, command, text=_escape_typed(rest.strip())
+                ),
+                f"{command} command",
+            )
+            return _ok("command", reply)
+        typed = self._with_mentions(_escape_typed(text))
+        bot_mention = f"<@{self.server.bot_user_id}>"
+        if bot_mention in typed:
+            reply = await self._drive(
+                self.server.mention(user, self.channel, typed, thread_ts=thread_ts), "mention"
+            )
+            return _ok("mention", reply, ts=reply.message.ts if reply.message else None)
+        message = self.server.post_user_message(user, self.channel, typed, thread_ts=thread_ts)
+        return web.json_response({"ok": True, "status": "posted", "ts": message.ts})
+
+    def _with_mentions(self, text: str) -> str:
+        """``@approval-bot`` and ``@ana`` become ``<@U…>``, as Slack's composer does."""
+        handles = {self.server.bot_name: self.server.bot_user_id} | {
+            p.name: p.id for p in self.people
+        }
+        names = "|".join(re.escape(name) for name in sorted(handles, key=len, reverse=True))
+        pattern = re.compile(rf"(?<![\w<@])@({names})(?![\w-])")
+        return pattern.sub(lambda m: f"<@{handles[m.group(1)]}>", text)
+
+    async def post_click(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        user = self._person(body.get("user"))
+        channel = str(body.get("channel") or self.channel)
+        message = self.server.message(channel, str(body.get("ts") or ""))
+        if message is None or message.ephemeral_to not in (None, user):
+            raise PageError(404, "that message is gone")
+        action_id = str(body.get("action_id") or "")
+        value = body.get("value")
+        click = self.server.click(
+            user, message, action_id, value=None if value is None else str(value)
+        )
+        reply = await self._drive(click, "click")
+        return _ok("clicked", reply)
+
+    async def post_submit(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        user = self._person(body.get("user"))
+        view_id = str(body.get("view_id") or "")
+        values = body.get("values") or {}
+        if not isinstance(values, dict):
+            raise PageError(400, "values must be an object")
+        submission = self.server.submit_view(user, view_id, values)
+        reply = await self._drive(submission, "dialog submission")
+        ack = _json_or_none(reply)
+        if isinstance(ack, dict) and ack.get("response_action") == "errors":
+            errors = ack.get("errors") if isinstance(ack.get("errors"), dict) else {}
+            return web.json_response(
+                {"ok": True, "status": "errors", "errors": errors, "bot_status": reply.status}
+            )
+        return _ok("submitted", reply)
+
+    async def post_close(self, request: web.Request) -> web.Response:
+        """Cancel a modal. Our modals don't ask for ``view_closed`` (``notify_on_close``)."""
+        body = await self._body(request)
+        user = self._person(body.get("user"))
+        opened = self.server.views.get(str(body.get("view_id") or ""))
+        if opened is None or opened.user != user:
+            raise PageError(404, "no such dialog")
+        if opened.view.get("notify_on_close"):
+            log.warning("playground: view %s wants view_closed, which is not sent", opened.id)
+        opened.closed = True
+        return web.json_response({"ok": True, "status": "closed"})
+
+    # -- the page -------------------------------------------------------------------------------
+
+    def _render_index(self, current: str) -> str:
+        e = html.escape
+        options = "\n".join(
+            f'<option value="{e(p.id)}"{" selected" if p.id == current else ""}>'
+            f"{e(p.name)} ({e(p.role)})</option>"
+            for p in self.people
+        )
+        people = "\n".join(
+            f'<li><span class="avatar small" data-user="{e(p.id)}">{e(p.name[:1].upper())}'
+            f'</span><span class="who">{e(p.name)}</span><span class="role">{e(p.role)}</span></li>'
+            for p in self.people
+        )
+        config = {
+            "people": [{"id": p.id, "name": p.name, "role": p.role} for p in self.people],
+            "bot": {"id": self.server.bot_user_id, "name": self.server.bot_name},
+            "channel": {"id": self.channel, "name": self.channel_name},
+            "channels": self.server.channels,
+            "pollMs": 700,
+        }
+        config_json = json.dumps(config).replace("<", "\\u003c").replace(">", "\\u003e")
+        channel = e(self.channel_name)
+        version = e(self.version)
+        return PAGE_TEMPLATE.format(
+            channel=channel,
+            workspace=e(WORKSPACE_NAME),
+            options=options,
+            people=people,
+            config=config_json.replace("&", "\\u0026"),
+            version=version,
+            bot=e(BOT_HANDLE),
+        )
+
+
+def _ts_key(ts: str) -> tuple[int, int]:
+    seconds, _, micros = ts.partition(".")
+    return int(seconds), int(micros or 0)
+
+
+def _json_or_none(reply: BotReply) -> Any:
+    try:
+        return reply.json()
+    except json.JSONDecodeError:
+        return None
+
+
+def _ok(status: str, reply: BotReply, **extra: Any) -> web.Response:
+    return web.json_response({"ok": True, "status": status, "bot_status": reply.status, **extra})
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _guarded(handler: Handler) -> Handler:
+    """PageErrors (and surprises) become JSON errors the page can show."""
+
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except PageError as exc:
+            return web.json_response({"ok": False, "error": exc.message}, status=exc.status)
+        except web.HTTPException:
+            raise
+        except Exception as exc:
+            log.exception("playground page: %s %s failed", request.method, request.path)
+            return web.json_response(
+                {"ok": False, "error": f"the playground failed: {type(exc).__name__}: {exc}"},
+                status=500,
+            )
+
+    return guarded
+
+
+def add_page_routes(
+    app: web.Application,
+    server: SlackServer,
+    people: Sequence[Person],
+    channel: str,
+    *,
+    commands: Sequence[str] = COMMANDS,
+) -> None:
+    """Serve the channel page, its state and its actions on ``app`` (the Slack server's)."""
+    page = ChannelPage(server, people, channel, commands)
+    app.router.add_get("/", _guarded(page.index))
+    app.router.add_get("/playground/state", _guarded(page.get_state))
+    app.router.add_post("/playground/message", _guarded(page.post_message))
+    app.router.add_post("/playground/click", _guarded(page.post_click))
+    app.router.add_post("/playground/submit", _guarded(page.post_submit))
+    app.router.add_post("/playground/close", _guarded(page.post_close))
+    app.router.add_static("/playground/static/", STATIC_DIR, name="playground-static")
+
+
+PAGE_TEMPLATE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>#{channel} · approval-bot playground</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/playground/static/page.css?v={version}">
+</head>
+<body>
+<div class="app">
+  <aside class="sidebar" aria-label="Workspace">
+    <div class="workspace">{workspace}</div>
+    <nav class="channels" aria-label="Channels">
+      <div class="section-title">Channels</div>
+      <a class="channel active" href="#" aria-current="page"><span class="hash">#</span
+        >{channel}</a>
+    </nav>
+    <div class="section-title">People</div>
+    <ul class="people">
+{people}
+    </ul>
+    <p class="hint">Everything here is local: a Slack-compatible server, the real bot and an
+      offline demo model. Try<br><code>{bot} restart payments</code><br>
+      <code>{bot} scale checkout to 5</code><br><code>/approvals</code></p>
+  </aside>
+  <main class="main">
+    <header class="channel-header">
+      <h1><span class="hash">#</span>{channel}</h1>
+      <label class="identity">You are
+        <select data-testid="identity" aria-label="Who you are">
+{options}
+        </select>
+      </label>
+    </header>
+    <div class="messages" data-testid="messages" role="log" aria-live="polite"
+         aria-label="Messages in #{channel}">
+      <div class="empty" data-testid="empty">No messages yet. Say hello, or mention
+        <b>{bot}</b>.</div>
+    </div>
+    <div class="error" data-testid="error" role="alert" hidden>
+      <span class="error-text"></span>
+      <button type="button" class="error-close" aria-label="Dismiss">×</button>
+    </div>
+    <form class="composer" data-testid="composer-form" autocomplete="off">
+      <div class="reply-target" data-testid="reply-target" hidden>
+        <span class="reply-text"></span>
+        <button type="button" class="reply-cancel" data-testid="reply-cancel"
+                aria-label="Stop replying in thread">×</button>
+      </div>
+      <div class="composer-box">
+        <textarea data-testid="composer" rows="1" aria-label="Message"
+                  placeholder="Message #{channel}"></textarea>
+        <button type="submit" class="send" data-testid="send" aria-label="Send">Send</button>
+      </div>
+      <div class="composer-hint">Enter to send · Shift+Enter for a new line ·
+        <code>{bot} …</code> talks to the bot · <code>/approvals [mine|all|help]</code></div>
+    </form>
+  </main>
+</div>
+<div id="overlays"></div>
+<script id="playground-config" type="application/json">{config}</script>
+<script src="/playground/static/page.js?v={version}"></script>
+</body>
+</html>
+"""

@@ -1,0 +1,1067 @@
+// The playground's channel page: polls /playground/state and renders it like Slack would.
+//
+// Safety: every piece of text from the server (messages, Block Kit, mrkdwn) becomes DOM
+// through createElement/createTextNode/setAttribute; innerHTML is never used. mrkdwn is
+// parsed into nodes (bold, italic, strike, code, pre, mentions, links, dates, emoji), and the
+// three entities Slack uses (&lt; &gt; &amp;) are decoded into text nodes, so they show as the
+// literal characters and can never become markup.
+(() => {
+  "use strict";
+
+  const CONFIG = JSON.parse(document.getElementById("playground-config").textContent);
+  const POLL_MS = CONFIG.pollMs || 700;
+  const ERROR_SHOWN_MS = 12000;
+
+  const EMOJI = {
+    white_check_mark: "✅",
+    heavy_check_mark: "✔️",
+    no_entry: "⛔",
+    no_entry_sign: "🚫",
+    hourglass: "⌛",
+    hourglass_flowing_sand: "⏳",
+    raised_hand: "✋",
+    hand: "✋",
+    x: "❌",
+    octagonal_sign: "🛑",
+    warning: "⚠️",
+    tada: "🎉",
+    heavy_multiplication_x: "✖️",
+    eyes: "👀",
+    wave: "👋",
+    thumbsup: "👍",
+    "+1": "👍",
+    rocket: "🚀",
+    fire: "🔥",
+    lock: "🔒",
+    robot_face: "🤖",
+    information_source: "ℹ️",
+    question: "❓",
+    clock1: "🕐",
+    gear: "⚙️",
+  };
+
+  const names = {};
+  const roles = {};
+  for (const person of CONFIG.people) {
+    names[person.id] = person.name;
+    roles[person.id] = person.role;
+  }
+  names[CONFIG.bot.id] = CONFIG.bot.name;
+  const channels = CONFIG.channels || {};
+  const AVATAR_COLORS = ["#e8912d", "#2bac76", "#1264a3", "#9b59b6", "#cd2553", "#4a90a4"];
+
+  // -- DOM helpers ----------------------------------------------------------------------------
+
+  /** An element with attributes (set with setAttribute) and children (strings become text). */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "className") el.className = value;
+      else if (name === "text") el.textContent = value;
+      else if (name.startsWith("on") && typeof value === "function") {
+        el.addEventListener(name.slice(2).toLowerCase(), value);
+      } else el.setAttribute(name, value === true ? "" : String(value));
+    }
+    append(el, children);
+    return el;
+  }
+
+  function append(parent, children) {
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      parent.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return parent;
+  }
+
+  const $ = (selector, root = document) => root.querySelector(selector);
+
+  // -- mrkdwn -----------------------------------------------------------------------------------
+
+  function decodeEntities(text) {
+    return text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+  }
+
+  function emojify(text) {
+    return text.replace(/:([a-z0-9_+-]+):/g, (match, name) => EMOJI[name] || match);
+  }
+
+  /** Plain words of mrkdwn: emoji shortcodes and entities, as a text node. */
+  function words(text) {
+    return document.createTextNode(decodeEntities(emojify(text)));
+  }
+
+  const INLINE = new RegExp(
+    [
+      "`([^`\\n]+)`", // 1: code
+      "<([^<>\\n]+)>", // 2: <@U…>, <#C…>, <!…>, <https://…|label>
+      "(?<![\\w*])\\*(?=\\S)([^*\\n]*?\\S)\\*(?![\\w*])", // 3: *bold*
+      "(?<![\\w_])_(?=\\S)([^_\\n]*?\\S)_(?![\\w_])", // 4: _italic_
+      "(?<![\\w~])~(?=\\S)([^~\\n]*?\\S)~(?![\\w~])", // 5: ~strike~
+    ].join("|"),
+    "g",
+  );
+
+  /** Inline mrkdwn (no code fences) as a list of nodes. */
+  function inline(text, depth = 0) {
+    const nodes = [];
+    let cursor = 0;
+    INLINE.lastIndex = 0;
+    const matches = [...text.matchAll(INLINE)];
+    for (const match of matches) {
+      if (match.index < cursor) continue;
+      if (match.index > cursor) nodes.push(words(text.slice(cursor, match.index)));
+      const [whole, code, token, bold, italic, strike] = match;
+      if (code !== undefined) nodes.push(h("code", {}, decodeEntities(code)));
+      else if (token !== undefined) nodes.push(special(token));
+      else if (depth > 4) nodes.push(words(whole));
+      else if (bold !== undefined) nodes.push(h("b", {}, inline(bold, depth + 1)));
+      else if (italic !== undefined) nodes.push(h("i", {}, inline(italic, depth + 1)));
+      else if (strike !== undefined) nodes.push(h("s", {}, inline(strike, depth + 1)));
+      cursor = match.index + whole.length;
+    }
+    if (cursor < text.length) nodes.push(words(text.slice(cursor)));
+    return nodes;
+  }
+
+  /** What is inside <…>: a mention, a channel, a group, a date, a link. */
+  function special(token) {
+    const bar = token.indexOf("|");
+    const target = bar >= 0 ? token.slice(0, bar) : token;
+    const label = bar >= 0 ? decodeEntities(token.slice(bar + 1)) : null;
+    let match;
+    if ((match = /^@([UW][A-Z0-9]+)$/.exec(target))) {
+      const id = match[1];
+      const cls = id === me ? "mention mention-me" : "mention";
+      const name = names[id] || (label ? label.replace(/^@/, "") : id);
+      return h("span", { className: cls, "data-user": id, title: id }, "@" + name);
+    }
+    if ((match = /^!subteam\^([A-Z0-9]+)$/.exec(target))) {
+      const handle = label ? label.replace(/^@/, "") : "group";
+      return h("span", { className: "mention group", title: match[1] }, "@" + handle);
+    }
+    if ((match = /^#([CG][A-Z0-9]+)$/.exec(target))) {
+      const name = channels[match[1]] || (label ? label.replace(/^#/, "") : match[1]);
+      return h("span", { className: "mention channel-ref", title: match[1] }, "#" + name);
+    }
+    if ((match = /^!(here|channel|everyone)$/.exec(target))) {
+      return h("span", { className: "mention broadcast" }, "@" + match[1]);
+    }
+    if (target.startsWith("!date^")) {
+      const [, epoch, format] = target.split("^");
+      const fallback = label || "";
+      return h("time", { title: fallback }, formatDate(Number(epoch), format || "", fallback));
+    }
+    const url = decodeEntities(target);
+    const permalink = PERMALINK.exec(url);
+    if (permalink && permalink[1] === CONFIG.channel.id) {
+      // A link to a message of this channel (a card): jump to it here, not to slack.com.
+      const ts = `${permalink[2]}.${permalink[3]}`;
+      return h(
+        "a",
+        {
+          href: `#message-${ts}`,
+          className: "permalink",
+          onclick: (event) => {
+            event.preventDefault();
+            jumpTo(ts);
+          },
+        },
+        label || url,
+      );
+    }
+    if (/^(https?:\/\/|mailto:)/i.test(url)) {
+      return h("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, label || url);
+    }
+    return words("<" + token + ">");
+  }
+
+  const PERMALINK = /^https:\/\/[\w-]+\.slack\.com\/archives\/([A-Z0-9]+)\/p(\d+)(\d{6})(?:\?.*)?$/;
+
+  function jumpTo(ts) {
+    const target = document.querySelector(`[data-testid="message"][data-ts="${CSS.escape(ts)}"]`);
+    if (!target) {
+      showError("That message is not in this channel any more.");
+      return;
+    }
+    target.scrollIntoView({ block: "center", behavior: "smooth" });
+    flash(target);
+  }
+
+  /** Slack's <!date^…^{date_short_pretty} at {time}|fallback>, in the reader's time zone. */
+  function formatDate(epoch, format, fallback) {
+    if (!Number.isFinite(epoch)) return fallback;
+    const date = new Date(epoch * 1000);
+    const day = (d) => new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime();
+    const diffDays = Math.round((day(date) - day(new Date())) / 86400000);
+    const pretty = { 0: "today", [-1]: "yesterday", 1: "tomorrow" }[diffDays];
+    const dateIn = (options) => date.toLocaleDateString(undefined, options);
+    const pad = (n) => String(n).padStart(2, "0");
+    const tokens = {
+      date_num: `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`,
+      date: dateIn({ year: "numeric", month: "long", day: "numeric" }),
+      date_short: dateIn({ year: "numeric", month: "short", day: "numeric" }),
+      date_long: dateIn({ weekday: "long", year: "numeric", month: "long", day: "numeric" }),
+      time: date.toLocaleTimeString(undefined, { hour: "numeric", minute: "2-digit" }),
+      time_secs: date.toLocaleTimeString(undefined, {
+        hour: "numeric",
+        minute: "2-digit",
+        second: "2-digit",
+      }),
+      ago: relative(date),
+    };
+    tokens.date_pretty = pretty || tokens.date;
+    tokens.date_short_pretty = pretty || tokens.date_short;
+    tokens.date_long_pretty = pretty || tokens.date_long;
+    const text = format.replace(/\{(\w+)\}/g, (m, name) => tokens[name] ?? m);
+    if (!text) return fallback;
+    return text.charAt(0).toUpperCase() + text.slice(1);
+  }
+
+  function relative(date) {
+    const seconds = Math.round((date.getTime() - Date.now()) / 1000);
+    const format = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+    const units = [
+      ["day", 86400],
+      ["hour", 3600],
+      ["minute", 60],
+    ];
+    for (const [unit, size] of units) {
+      if (Math.abs(seconds) >= size) return format.format(Math.round(seconds / size), unit);
+    }
+    return format.format(seconds, "second");
+  }
+
+  /** A whole mrkdwn string: ```pre``` blocks, then inline formatting; newlines kept by CSS. */
+  function mrkdwn(text) {
+    const box = h("div", { className: "mrkdwn" });
+    const parts = String(text || "").split("```");
+    const closed = parts.length % 2 === 1;
+    parts.forEach((part, index) => {
+      const isPre = index % 2 === 1 && (closed || index < parts.length - 1);
+      if (isPre) {
+        const body = part.replace(/^\n/, "").replace(/\n$/, "");
+        box.append(h("pre", {}, decodeEntities(body)));
+      } else {
+        append(box, inline(index % 2 === 1 ? "```" + part : part));
+      }
+    });
+    return box;
+  }
+
+  /** A Block Kit text object: mrkdwn, or plain_text (emoji shortcodes unless emoji:false). */
+  function textObject(object) {
+    if (!object) return document.createTextNode("");
+    if (object.type === "mrkdwn") return mrkdwn(object.text);
+    const text = object.emoji === false ? object.text : emojify(object.text || "");
+    return h("span", { className: "plain" }, text);
+  }
+
+  function plain(object) {
+    if (!object) return "";
+    return object.emoji === false ? object.text || "" : emojify(object.text || "");
+  }
+
+  // -- Block Kit --------------------------------------------------------------------------------
+
+  /** Blocks as DOM. ``where`` says what a button click means: {channel, ts} or {modal}. */
+  function renderBlocks(blocks, where) {
+    const box = h("div", { className: "blocks" });
+    for (const block of blocks || []) box.append(renderBlock(block, where));
+    return box;
+  }
+
+  function renderBlock(block, where) {
+    const attrs = { "data-block-id": block.block_id, "data-block-type": block.type };
+    switch (block.type) {
+      case "section": {
+        const main = h("div", { className: "section-main" });
+        if (block.text) main.append(textObject(block.text));
+        if (block.fields && block.fields.length) {
+          main.append(
+            h(
+              "div",
+              { className: "fields" },
+              block.fields.map((field) => h("div", { className: "field" }, textObject(field))),
+            ),
+          );
+        }
+        const accessory = block.accessory
+          ? h("div", { className: "accessory" }, renderElement(block.accessory, block, where))
+          : null;
+        return h("div", { className: "block section", ...attrs }, main, accessory);
+      }
+      case "context":
+        return h(
+          "div",
+          { className: "block context", ...attrs },
+          (block.elements || []).map((element) =>
+            element.type === "image"
+              ? h("span", { className: "image-alt" }, "🖼 " + (element.alt_text || ""))
+              : h("span", { className: "context-item" }, textObject(element)),
+          ),
+        );
+      case "actions":
+        return h(
+          "div",
+          { className: "block actions", ...attrs },
+          (block.elements || []).map((element) => renderElement(element, block, where)),
+        );
+      case "divider":
+        return h("hr", { className: "block divider", ...attrs });
+      case "header":
+        return h("h3", { className: "block header", ...attrs }, plain(block.text));
+      case "input":
+        return renderInput(block, attrs);
+      case "image":
+        return h(
+          "div",
+          { className: "block image-alt", ...attrs },
+          "🖼 " + (block.alt_text || "image"),
+        );
+      case "rich_text":
+        return h("div", { className: "block rich-text", ...attrs }, richText(block.elements));
+      default:
+        return h(
+          "div",
+          { className: "block unsupported", ...attrs },
+          `(a ${block.type} block, which the playground does not show)`,
+        );
+    }
+  }
+
+  /** rich_text, roughly: sections, preformatted, quotes, lists and their inline elements. */
+  function richText(elements) {
+    return (elements || []).map((element) => {
+      const children = richInline(element.elements || []);
+      switch (element.type) {
+        case "rich_text_preformatted":
+          return h("pre", {}, children);
+        case "rich_text_quote":
+          return h("blockquote", {}, children);
+        case "rich_text_list":
+          return h(
+            element.style === "ordered" ? "ol" : "ul",
+            {},
+            (element.elements || []).map((item) => h("li", {}, richInline(item.elements || []))),
+          );
+        default:
+          return h("div", { className: "mrkdwn" }, children);
+      }
+    });
+  }
+
+  function richInline(elements) {
+    return elements.map((element) => {
+      let node;
+      switch (element.type) {
+        case "text":
+          node = document.createTextNode(element.text || "");
+          break;
+        case "user":
+          node = special("@" + element.user_id);
+          break;
+        case "usergroup":
+          node = special("!subteam^" + element.usergroup_id);
+          break;
+        case "channel":
+          node = special("#" + element.channel_id);
+          break;
+        case "link":
+          node = special(element.url + (element.text ? "|" + element.text : ""));
+          break;
+        case "emoji":
+          node = document.createTextNode(EMOJI[element.name] || `:${element.name}:`);
+          break;
+        default:
+          node = document.createTextNode("");
+      }
+      const style = element.style || {};
+      if (style.code) node = h("code", {}, node);
+      if (style.bold) node = h("b", {}, node);
+      if (style.italic) node = h("i", {}, node);
+      if (style.strike) node = h("s", {}, node);
+      return node;
+    });
+  }
+
+  function renderElement(element, block, where) {
+    if (element.type !== "button") {
+      return h(
+        "span",
+        { className: "unsupported-element" },
+        `(${element.type}: not in the playground)`,
+      );
+    }
+    const style = element.style === "primary" || element.style === "danger" ? element.style : "";
+    const button = h(
+      "button",
+      {
+        type: "button",
+        className: style ? `btn btn-${style}` : "btn",
+        "data-action-id": element.action_id,
+        "data-value": element.value,
+        "data-block-id": block.block_id,
+        "data-style": style || null,
+      },
+      plain(element.text),
+    );
+    button.addEventListener("click", () => onButton(element, where, button));
+    return button;
+  }
+
+  function renderInput(block, attrs) {
+    const element = block.element || {};
+    const id = `input-${block.block_id}`;
+    const label = h(
+      "label",
+      { for: id, className: "input-label" },
+      plain(block.label),
+      block.optional ? h("span", { className: "optional" }, " (optional)") : null,
+    );
+    let field;
+    if (element.type === "plain_text_input") {
+      const common = {
+        id,
+        name: block.block_id,
+        "data-block-id": block.block_id,
+        "data-action-id": element.action_id,
+        placeholder: element.placeholder ? plain(element.placeholder) : null,
+        maxlength: element.max_length || null,
+        minlength: element.min_length || null,
+        required: !block.optional,
+      };
+      field = element.multiline
+        ? h("textarea", { ...common, rows: 4 })
+        : h("input", { ...common, type: "text" });
+      if (element.initial_value) field.value = element.initial_value;
+    } else {
+      field = h("div", { className: "unsupported-element" }, `(${element.type}: not supported)`);
+    }
+    return h(
+      "div",
+      { className: "block input", ...attrs },
+      label,
+      field,
+      block.hint ? h("div", { className: "input-hint" }, plain(block.hint)) : null,
+      h("div", { className: "input-error", role: "alert", "data-error-for": block.block_id }),
+    );
+  }
+
+  // -- state, messages and threads ----------------------------------------------------------
+
+  const identity = $('[data-testid="identity"]');
+  const list = $('[data-testid="messages"]');
+  const empty = $('[data-testid="empty"]');
+  const composer = $('[data-testid="composer"]');
+  const composerForm = $('[data-testid="composer-form"]');
+  const replyTarget = $('[data-testid="reply-target"]');
+  const errorBox = $('[data-testid="error"]');
+  const overlays = document.getElementById("overlays");
+
+  let me = identity.value;
+  let replyTo = null; // ts of the thread the composer replies in
+  let lastStateText = null;
+  let lastState = null;
+  let conversations = new Map(); // ts -> {el, sig, messageEl, thread, threadList, replies}
+  let modalKey = null; // "viewId:hash" of the modal on screen
+  let dismissedKey = null; // a modal closed here, until the server agrees
+  let errorTimer = null;
+
+  function messageSig(message) {
+    const { replies, ...rest } = message;
+    return JSON.stringify(rest);
+  }
+
+  function avatar(message) {
+    if (message.bot) return h("div", { className: "avatar bot", "aria-hidden": "true" }, "✓");
+    const index = Math.max(
+      0,
+      CONFIG.people.findIndex((p) => p.id === message.user),
+    );
+    return h(
+      "div",
+      {
+        className: "avatar",
+        "aria-hidden": "true",
+        style: `background:${AVATAR_COLORS[index % AVATAR_COLORS.length]}`,
+      },
+      (message.name || "?").charAt(0).toUpperCase(),
+    );
+  }
+
+  function timeOf(ts) {
+    const date = new Date(Number(ts) * 1000);
+    return date.toLocaleTimeString(undefined, { hour: "numeric", minute: "2-digit" });
+  }
+
+  function onlyRichText(blocks) {
+    return blocks.length > 0 && blocks.every((block) => block.type === "rich_text");
+  }
+
+  function renderMessage(message, isReply) {
+    const classes = ["message"];
+    if (message.bot) classes.push("from-bot");
+    if (message.ephemeral) classes.push("ephemeral");
+    const where = { channel: CONFIG.channel.id, ts: message.ts };
+    const blocks = message.blocks || [];
+    const content =
+      blocks.length && !onlyRichText(blocks)
+        ? renderBlocks(blocks, where)
+        : mrkdwn(message.text);
+    const meta = h(
+      "div",
+      { className: "meta" },
+      h("span", { className: "author" }, message.name),
+      message.bot ? h("span", { className: "app-badge", title: "An app" }, "APP") : null,
+      !message.bot && roles[message.user]
+        ? h("span", { className: "role-tag" }, roles[message.user])
+        : null,
+      h("time", { className: "ts", datetime: message.ts, title: message.ts }, timeOf(message.ts)),
+      message.edited ? h("span", { className: "edited", "data-testid": "edited" }, "(edited)") : null,
+    );
+    const body = h(
+      "div",
+      { className: "body" },
+      message.ephemeral
+        ? h(
+            "div",
+            { className: "ephemeral-note", "data-testid": "ephemeral-note" },
+            h("span", { "aria-hidden": "true" }, "👁 "),
+            "Only visible to you",
+          )
+        : null,
+      meta,
+      h("div", { className: "content" }, content),
+    );
+    const actions =
+      !isReply && !message.ephemeral
+        ? h(
+            "div",
+            { className: "hover-actions" },
+            h(
+              "button",
+              {
+                type: "button",
+                className: "reply-button",
+                "data-testid": "reply-in-thread",
+                onclick: () => startReply(message),
+              },
+              "💬 Reply in thread",
+            ),
+          )
+        : null;
+    return h(
+      "div",
+      {
+        className: classes.join(" "),
+        "data-testid": "message",
+        "data-ts": message.ts,
+        "data-user": message.user,
+        "data-thread-ts": message.thread_ts,
+        "data-ephemeral": message.ephemeral ? "true" : null,
+        "data-edited": message.edited ? "true" : null,
+        role: "article",
+        "aria-label": `${message.name} at ${timeOf(message.ts)}`,
+      },
+      avatar(message),
+      body,
+      actions,
+    );
+  }
+
+  function flash(el) {
+    el.classList.remove("flash");
+    void el.offsetWidth; // restart the animation
+    el.classList.add("flash");
+  }
+
+  /** Keep ``container``'s children equal to ``items`` (by ts), rebuilding only what changed. */
+  function syncChildren(container, cache, items, create, update) {
+    const seen = new Set();
+    let cursor = container.firstElementChild;
+    for (const item of items) {
+      seen.add(item.ts);
+      let entry = cache.get(item.ts);
+      const sig = messageSig(item);
+      if (!entry) {
+        entry = create(item, sig);
+        cache.set(item.ts, entry);
+      } else if (entry.sig !== sig) {
+        const wasCursor = entry.el === cursor;
+        update(entry, item, sig); // may replace entry.el where it stands
+        if (wasCursor) cursor = entry.el;
+      }
+      if (entry.el !== cursor) container.insertBefore(entry.el, cursor);
+      else cursor = cursor.nextElementSibling;
+    }
+    for (const [ts, entry] of cache) {
+      if (!seen.has(ts)) {
+        entry.el.remove();
+        cache.delete(ts);
+      }
+    }
+  }
+
+  function createReply(message, sig) {
+    return { el: renderMessage(message, true), sig };
+  }
+
+  function updateReply(entry, message, sig) {
+    const fresh = renderMessage(message, true);
+    entry.el.replaceWith(fresh);
+    entry.el = fresh;
+    entry.sig = sig;
+    flash(fresh);
+  }
+
+  function createConversation(message, sig) {
+    const messageEl = renderMessage(message, false);
+    const count = h("span", { className: "reply-count" });
+    const threadList = h("div", { className: "thread-list" });
+    const replyLink = h(
+      "button",
+      {
+        type: "button",
+        className: "thread-reply",
+        "data-testid": "thread-reply",
+        onclick: () => startReply(message),
+      },
+      "Reply…",
+    );
+    const thread = h(
+      "div",
+      { className: "thread", "data-testid": "thread", "data-thread-ts": message.ts, hidden: true },
+      h("div", { className: "thread-head" }, count),
+      threadList,
+      replyLink,
+    );
+    const el = h(
+      "div",
+      { className: "conversation", "data-testid": "conversation", "data-ts": message.ts },
+      messageEl,
+      thread,
+    );
+    return { el, sig, messageEl, thread, threadList, count, replies: new Map() };
+  }
+
+  function updateConversation(entry, message, sig) {
+    const fresh = renderMessage(message, false);
+    entry.messageEl.replaceWith(fresh);
+    entry.messageEl = fresh;
+    entry.sig = sig;
+    flash(fresh);
+  }
+
+  function renderState(state) {
+    const nearBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 120;
+    const firstRender = lastState === null;
+    syncChildren(list, conversations, state.messages, createConversation, updateConversation);
+    for (const message of state.messages) {
+      const entry = conversations.get(message.ts);
+      const replies = message.replies || [];
+      syncChildren(entry.threadList, entry.replies, replies, createReply, updateReply);
+      const shared = replies.filter((reply) => !reply.ephemeral).length;
+      entry.thread.hidden = replies.length === 0;
+      entry.count.textContent = shared === 1 ? "1 reply" : `${shared} replies`;
+      entry.el.classList.toggle("replying", replyTo === message.ts);
+    }
+    empty.hidden = state.messages.length > 0;
+    if (empty.hidden && empty.parentNode === list) empty.remove();
+    if (!empty.hidden && empty.parentNode !== list) list.append(empty);
+    if (replyTo && !conversations.has(replyTo)) stopReply();
+    renderModal(state.modal);
+    lastState = state;
+    if (firstRender || nearBottom) list.scrollTop = list.scrollHeight;
+  }
+
+  // -- polling ------------------------------------------------------------------------------
+
+  let pollTimer = null;
+  let polling = false;
+  let pollAgain = false;
+
+  async function poll() {
+    clearTimeout(pollTimer);
+    if (polling) {
+      pollAgain = true;
+      return;
+    }
+    polling = true;
+    const asked = me;
+    try {
+      const response = await fetch(`/playground/state?user=${encodeURIComponent(asked)}`, {
+        cache: "no-store",
+      });
+      const text = await response.text();
+      document.body.classList.toggle("offline", !response.ok);
+      if (response.ok && asked === me && text !== lastStateText) {
+        renderState(JSON.parse(text));
+        lastStateText = text; // only once shown: a failed render is retried
+      }
+    } catch (error) {
+      if (error instanceof TypeError && /fetch/i.test(error.message)) {
+        document.body.classList.add("offline");
+      } else {
+        console.error("playground: could not show the channel:", error);
+      }
+    } finally {
+      polling = false;
+      if (pollAgain) {
+        pollAgain = false;
+        poll();
+      } else {
+        pollTimer = setTimeout(poll, POLL_MS);
+      }
+    }
+  }
+
+  async function post(path, body) {
+    let response;
+    try {
+      response = await fetch(path, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    } catch (error) {
+      showError("The playground server is not answering.");
+      return { ok: false };
+    }
+    let data;
+    try {
+      data = await response.json();
+    } catch (error) {
+      data = { ok: false, error: `HTTP ${response.status}` };
+    }
+    if (!response.ok || !data.ok) {
+      showError(data.error || `HTTP ${response.status}`);
+      return { ...data, ok: false };
+    }
+    hideError();
+    return data;
+  }
+
+  function showError(text) {
+    $(".error-text", errorBox).textContent = text;
+    errorBox.hidden = false;
+    clearTimeout(errorTimer);
+    errorTimer = setTimeout(hideError, ERROR_SHOWN_MS);
+  }
+
+  function hideError() {
+    errorBox.hidden = true;
+  }
+
+  $(".error-close", errorBox).addEventListener("click", hideError);
+
+  // -- identity -------------------------------------------------------------------------------
+
+  function becomes(user) {
+    me = user;
+    const url = new URL(window.location.href);
+    url.searchParams.set("as", user);
+    window.history.replaceState(null, "", url);
+    document.body.dataset.user = user;
+    for (const entry of conversations.values()) entry.el.remove();
+    conversations = new Map();
+    closeConfirm(false);
+    removeModal();
+    dismissedKey = null;
+    lastStateText = null;
+    lastState = null;
+    stopReply();
+    hideError();
+    poll();
+  }
+
+  identity.addEventListener("change", () => becomes(identity.value));
+
+  // -- composer -------------------------------------------------------------------------------
+
+  function startReply(message) {
+    replyTo = message.ts;
+    const preview = (message.text || "").replace(/<@U0BOT>/g, "@" + CONFIG.bot.name);
+    const short = preview.length > 60 ? preview.slice(0, 59) + "…" : preview;
+    $(".reply-text", replyTarget).textContent = `Replying in thread to ${message.name}: ${
+      decodeEntities(short)
+    }`;
+    replyTarget.hidden = false;
+    composer.placeholder = "Reply in thread…";
+    for (const [ts, entry] of conversations) entry.el.classList.toggle("replying", ts === replyTo);
+    composer.focus();
+  }
+
+  function stopReply() {
+    replyTo = null;
+    replyTarget.hidden = true;
+    composer.placeholder = `Message #${CONFIG.channel.name}`;
+    for (const entry of conversations.values()) entry.el.classList.remove("replying");
+  }
+
+  $('[data-testid="reply-cancel"]').addEventListener("click", stopReply);
+
+  function fitComposer() {
+    composer.style.height = "auto";
+    composer.style.height = Math.min(composer.scrollHeight, 200) + "px";
+  }
+
+  async function send() {
+    const text = composer.value.trim();
+    if (!text) return;
+    composer.value = "";
+    fitComposer();
+    const body = { user: me, text };
+    if (replyTo && !text.startsWith("/")) body.thread_ts = replyTo;
+    const result = await post("/playground/message", body);
+    if (!result.ok && !composer.value) {
+      composer.value = text;
+      fitComposer();
+    }
+    list.scrollTop = list.scrollHeight;
+    poll();
+  }
+
+  composerForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  composer.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  composer.addEventListener("input", fitComposer);
+
+  // -- buttons and confirm dialogs ------------------------------------------------------------
+
+  let confirmResolve = null;
+
+  function closeConfirm(answer) {
+    const open = $('[data-testid="confirm"]');
+    if (open) open.closest(".overlay").remove();
+    if (confirmResolve) {
+      const resolve = confirmResolve;
+      confirmResolve = null;
+      resolve(answer);
+    }
+  }
+
+  /** Slack's confirm object as a dialog; resolves true only on its confirm button. */
+  function askConfirm(confirm) {
+    closeConfirm(false);
+    return new Promise((resolve) => {
+      confirmResolve = resolve;
+      const danger = confirm.style === "danger";
+      const yes = h(
+        "button",
+        {
+          type: "button",
+          className: danger ? "btn btn-danger" : "btn btn-primary",
+          "data-testid": "confirm-yes",
+          onclick: () => closeConfirm(true),
+        },
+        plain(confirm.confirm) || "Yes",
+      );
+      const no = h(
+        "button",
+        {
+          type: "button",
+          className: "btn",
+          "data-testid": "confirm-no",
+          onclick: () => closeConfirm(false),
+        },
+        plain(confirm.deny) || "Cancel",
+      );
+      const dialog = h(
+        "div",
+        {
+          className: "dialog confirm",
+          "data-testid": "confirm",
+          role: "alertdialog",
+          "aria-modal": "true",
+          "aria-labelledby": "confirm-title",
+        },
+        h("h2", { id: "confirm-title", className: "dialog-title" }, plain(confirm.title)),
+        h("div", { className: "dialog-body" }, textObject(confirm.text)),
+        h("div", { className: "dialog-footer" }, no, yes),
+      );
+      const overlay = h("div", { className: "overlay confirm-overlay" }, dialog);
+      overlay.addEventListener("click", (event) => {
+        if (event.target === overlay) closeConfirm(false);
+      });
+      overlay.addEventListener("keydown", (event) => {
+        if (event.key === "Escape") closeConfirm(false);
+      });
+      overlays.append(overlay);
+      yes.focus();
+    });
+  }
+
+  async function onButton(element, where, button) {
+    if (element.confirm && !(await askConfirm(element.confirm))) return;
+    if (where.modal) {
+      showError("Buttons inside dialogs are not supported by the playground.");
+      return;
+    }
+    button.disabled = true;
+    button.classList.add("busy");
+    await post("/playground/click", {
+      user: me,
+      channel: where.channel,
+      ts: where.ts,
+      action_id: element.action_id,
+      value: element.value ?? null,
+    });
+    button.disabled = false;
+    button.classList.remove("busy");
+    poll();
+  }
+
+  // -- modals ---------------------------------------------------------------------------------
+
+  function removeModal() {
+    const open = $('[data-testid="modal"]');
+    if (open) open.closest(".overlay").remove();
+    modalKey = null;
+  }
+
+  function renderModal(modal) {
+    const key = modal ? `${modal.id}:${modal.hash}` : null;
+    if (key === modalKey) return; // unchanged: leave what is typed alone
+    if (key !== null && key === dismissedKey) return; // closed here; the server will agree
+    removeModal();
+    if (!modal) {
+      dismissedKey = null;
+      return;
+    }
+    modalKey = key;
+    const where = { modal: modal.id };
+    const form = h(
+      "form",
+      {
+        className: "dialog modal",
+        "data-testid": "modal",
+        "data-view-id": modal.id,
+        role: "dialog",
+        "aria-modal": "true",
+        "aria-labelledby": "modal-title",
+        novalidate: true,
+      },
+      h(
+        "div",
+        { className: "dialog-header" },
+        h("h2", { id: "modal-title", className: "dialog-title" }, plain(modal.title)),
+        h(
+          "button",
+          {
+            type: "button",
+            className: "icon-close",
+            "aria-label": "Close",
+            onclick: () => cancelModal(modal),
+          },
+          "×",
+        ),
+      ),
+      h("div", { className: "dialog-body" }, renderBlocks(modal.blocks, where)),
+      h(
+        "div",
+        { className: "dialog-footer" },
+        h(
+          "button",
+          {
+            type: "button",
+            className: "btn",
+            "data-testid": "modal-close",
+            onclick: () => cancelModal(modal),
+          },
+          plain(modal.close) || (modal.submit ? "Cancel" : "Close"),
+        ),
+        modal.submit
+          ? h(
+              "button",
+              { type: "submit", className: "btn btn-primary", "data-testid": "modal-submit" },
+              plain(modal.submit),
+            )
+          : null,
+      ),
+    );
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      submitModal(modal, form);
+    });
+    const overlay = h("div", { className: "overlay modal-overlay" }, form);
+    overlay.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && !$('[data-testid="confirm"]')) cancelModal(modal);
+    });
+    overlays.prepend(overlay);
+    const first = $("textarea, input", form);
+    (first || $("button", form)).focus();
+  }
+
+  function clearInputErrors(form) {
+    for (const box of form.querySelectorAll(".input-error")) box.textContent = "";
+  }
+
+  function showInputError(form, blockId, text) {
+    const box = form.querySelector(`[data-error-for="${CSS.escape(blockId)}"]`);
+    if (box) box.textContent = text;
+    else showError(text);
+  }
+
+  async function submitModal(modal, form) {
+    clearInputErrors(form);
+    const values = {};
+    let missing = false;
+    for (const field of form.querySelectorAll("[data-action-id][data-block-id]")) {
+      if (!("value" in field) || field.tagName === "BUTTON") continue;
+      const blockId = field.getAttribute("data-block-id");
+      const actionId = field.getAttribute("data-action-id");
+      const value = field.value;
+      if (field.required && !value.trim()) {
+        showInputError(form, blockId, "Please complete this required field.");
+        missing = true;
+      }
+      const minLength = Number(field.getAttribute("minlength") || 0);
+      if (value && value.length < minLength) {
+        showInputError(form, blockId, `Please write at least ${minLength} characters.`);
+        missing = true;
+      }
+      values[blockId] = {
+        [actionId]: { type: "plain_text_input", value: value === "" ? null : value },
+      };
+    }
+    if (missing) return;
+    const submit = $('[data-testid="modal-submit"]', form);
+    if (submit) submit.disabled = true;
+    const result = await post("/playground/submit", { user: me, view_id: modal.id, values });
+    if (submit) submit.disabled = false;
+    if (result.ok && result.status === "errors") {
+      for (const [blockId, text] of Object.entries(result.errors || {})) {
+        showInputError(form, blockId, String(text));
+      }
+      return;
+    }
+    if (result.ok) {
+      dismissedKey = `${modal.id}:${modal.hash}`;
+      removeModal();
+    }
+    poll();
+  }
+
+  async function cancelModal(modal) {
+    dismissedKey = `${modal.id}:${modal.hash}`;
+    removeModal();
+    await post("/playground/close", { user: me, view_id: modal.id });
+    poll();
+  }
+
+  // -- start ----------------------------------------------------------------------------------
+
+  document.body.dataset.user = me;
+  stopReply();
+  fitComposer();
+  poll();
+})();

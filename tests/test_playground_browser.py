@@ -1,0 +1,363 @@
+"""The playground's channel page, driven the way a person would: in Chromium, and by its routes.
+
+The browser test runs the whole playground (the real bot, our Slack-compatible server, the
+offline demo model) in the test's event loop and uses the page like people in #ops would: ana
+asks the bot for risky things, bo approves one, cy denies one with a reason, and ana lists what
+is still waiting with ``/approvals all``. Screenshots of each step go to
+``test-artifacts/playground/`` (git-ignored) so a person can check how the page looks.
+
+It needs Playwright for Python and Debian's Chromium at /usr/bin/chromium (never a
+Playwright-downloaded browser: nothing is fetched here). Without them the test is skipped, and
+fails when ``CI`` is set. The route test needs neither: it checks with aiohttp what the page
+relies on (who sees which ephemeral, escaping, threads, modals, bot errors surfacing).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from playground.app import running_playground
+
+try:
+    from playwright.async_api import Locator, Page, async_playwright, expect
+except ImportError:  # reported by the test itself
+    async_playwright = None  # type: ignore[assignment]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "playground"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TIMEOUT_MS = 15_000
+ANA, BO, CY, DEE = "U0REQUESTER", "U0APPROVER1", "U0APPROVER2", "U0OUTSIDER"
+REASON = "Not during the freeze, please"
+
+
+def _browser_unavailable() -> str | None:
+    if async_playwright is None:
+        return "playwright is not installed (pip install playwright; no browser download)"
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        return f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
+    return None
+
+
+# -- the browser journey -----------------------------------------------------------------------
+
+
+async def _become(page: Page, user: str) -> None:
+    """Switch identity with the page's own switch; the URL remembers it."""
+    await page.get_by_test_id("identity").select_option(user)
+    await expect(page).to_have_url(re.compile(rf"[?&]as={user}\b"))
+
+
+async def _say(page: Page, text: str) -> None:
+    composer = page.get_by_test_id("composer")
+    await composer.fill(text)
+    await composer.press("Enter")
+    await expect(composer).to_have_value("")
+
+
+def _conversation(page: Page, text: str) -> Locator:
+    """A top-level message with its thread, found by what the person wrote."""
+    return page.get_by_test_id("conversation").filter(has_text=text)
+
+
+def _card(conversation: Locator) -> Locator:
+    return (
+        conversation.get_by_test_id("thread")
+        .get_by_test_id("message")
+        .filter(has_text="Approval needed for")
+    )
+
+
+async def _screenshot(
+    page: Page, name: str, shots: list[Path], focus: Locator | None = None
+) -> None:
+    if focus is not None:
+        await focus.scroll_into_view_if_needed()
+    path = ARTIFACTS / name
+    await page.screenshot(path=str(path))
+    assert path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    shots.append(path)
+
+
+@pytest.mark.browser
+async def test_approve_deny_and_list_in_the_browser(tmp_path: Path) -> None:
+    missing = _browser_unavailable()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob("*.png"):
+        old.unlink()
+    expect.set_options(timeout=TIMEOUT_MS)
+    shots: list[Path] = []
+    page_errors: list[str] = []
+
+    async with (
+        running_playground(data_dir=tmp_path / "playground") as pg,
+        async_playwright() as p,
+    ):
+        browser = await p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.on("pageerror", lambda error: page_errors.append(str(error)))
+            page.on(
+                "console",
+                lambda m: page_errors.append(m.text) if m.type == "error" else None,
+            )
+
+            # ana, the requester, asks for a restart: a card with its buttons shows up.
+            await page.goto(f"{pg.url}/?as={ANA}")
+            await expect(page.get_by_test_id("identity")).to_have_value(ANA)
+            await _say(page, "@approval-bot restart payments")
+            payments = _conversation(page, "@approval-bot restart payments")
+            card = _card(payments)
+            await expect(card).to_be_visible()
+            await expect(card).to_contain_text("Approval needed for restart_service")
+            await expect(card).to_contain_text('"service": "payments"')
+            await expect(card).to_contain_text("Asked by @ana")
+            await expect(card.locator(".app-badge")).to_have_text("APP")
+            await expect(card.locator('[data-action-id="approval_approve"]')).to_be_visible()
+            await expect(card.locator('[data-action-id="approval_deny"]')).to_be_visible()
+            await expect(payments.get_by_test_id("thread")).to_contain_text("Waiting for a human")
+            await _screenshot(page, "01-requested.png", shots, card)
+
+            # bo, an approver, approves: a confirm dialog first, then the card changes.
+            await _become(page, BO)
+            await card.locator('[data-action-id="approval_approve"]').click()
+            confirm = page.get_by_test_id("confirm")
+            await expect(confirm).to_be_visible()
+            await expect(confirm).to_contain_text("Approve this call?")
+            await expect(confirm).to_contain_text("restart_service will run")
+            await _screenshot(page, "02-confirm-approve.png", shots)
+            await confirm.get_by_role("button", name="Approve").click()
+            await expect(confirm).to_be_hidden()
+            await expect(card).to_contain_text("Approved by @bo")
+            await expect(card.locator("[data-action-id]")).to_have_count(0)
+            answer = payments.get_by_test_id("message").filter(has_text="Here is what happened:")
+            await expect(answer).to_contain_text("restarted payments")
+            await _screenshot(page, "03-approved.png", shots, answer)
+
+            # ana asks to scale; cy denies with a reason typed in the modal.
+            await _become(page, ANA)
+            await _say(page, "@approval-bot scale checkout to 5")
+            checkout = _conversation(page, "@approval-bot scale checkout to 5")
+            checkout_card = _card(checkout)
+            await expect(checkout_card).to_contain_text("scale_service")
+            await _become(page, CY)
+            await checkout_card.locator('[data-action-id="approval_deny"]').click()
+            await expect(confirm).to_contain_text("Deny this call?")
+            await expect(confirm.get_by_role("button", name="Deny")).to_have_class(
+                re.compile(r"\bbtn-danger\b")
+            )
+            await confirm.get_by_role("button", name="Deny").click()
+            modal = page.get_by_test_id("modal")
+            await expect(modal).to_be_visible()
+            await expect(modal.get_by_role("heading")).to_have_text("Deny this call")
+            await modal.get_by_label("Reason").fill(REASON)
+            await _screenshot(page, "04-deny-reason.png", shots)
+            await modal.get_by_role("button", name="Deny").click()
+            await expect(modal).to_be_hidden()
+            await expect(checkout_card).to_contain_text("Denied by @cy")
+            await expect(checkout_card).to_contain_text(REASON)
+            await expect(checkout_card.locator("[data-action-id]")).to_have_count(0)
+            denied_answer = checkout.get_by_test_id("message").filter(
+                has_text="Here is what happened:"
+            )
+            await expect(denied_answer).to_contain_text(REASON)
+            await expect(denied_answer).to_contain_text("not run")
+            await _screenshot(page, "05-denied.png", shots, denied_answer)
+
+            # ana asks for another restart and lists everything waiting in the channel.
+            await _become(page, ANA)
+            await _say(page, "@approval-bot restart search")
+            await expect(
+                _card(_conversation(page, "@approval-bot restart search"))
+            ).to_contain_text('"service": "search"')
+            await _say(page, "/approvals all")
+            listing = page.locator('[data-testid="message"][data-ephemeral="true"]').filter(
+                has_text="Everything waiting in this channel"
+            )
+            await expect(listing).to_be_visible()
+            await expect(listing).to_contain_text("Only visible to you")
+            item = listing.locator('[data-block-type="section"]').filter(has_text="restart_service")
+            await expect(item).to_contain_text('service="search"')
+            await expect(listing.locator('[data-action-id="approval_approve"]')).to_have_count(1)
+            await expect(listing.locator('[data-action-id="approval_deny"]')).to_have_count(1)
+            await _screenshot(page, "06-approvals-all.png", shots, listing)
+
+            # The list was ana's alone. dee replies in a thread; typed markup stays text.
+            await _become(page, DEE)
+            await expect(_card(_conversation(page, "restart search"))).to_be_visible()
+            await expect(page.get_by_text("Everything waiting in this channel")).to_have_count(0)
+            parent = payments.get_by_test_id("message").first
+            await parent.hover()
+            await parent.get_by_test_id("reply-in-thread").click()
+            await expect(page.get_by_test_id("reply-target")).to_contain_text("Replying in thread")
+            await _say(page, "<img src=x onerror=alert(1)> & *nice* :tada: @bo")
+            reply = payments.get_by_test_id("message").filter(has_text="onerror")
+            await expect(reply).to_contain_text("<img src=x onerror=alert(1)> & nice 🎉 @bo")
+            await expect(reply.locator("b")).to_have_text("nice")
+            await expect(reply.locator("img")).to_have_count(0)
+            await _screenshot(page, "07-thread-reply.png", shots, reply)
+        finally:
+            await browser.close()
+
+    assert page_errors == []
+    assert [p.name for p in shots] == [
+        "01-requested.png",
+        "02-confirm-approve.png",
+        "03-approved.png",
+        "04-deny-reason.png",
+        "05-denied.png",
+        "06-approvals-all.png",
+        "07-thread-reply.png",
+    ]
+    assert all(p.stat().st_size > 10_000 for p in shots)
+
+
+# -- the routes, without a browser -------------------------------------------------------------
+
+
+async def _state(http: aiohttp.ClientSession, user: str) -> dict[str, Any]:
+    async with http.get("/playground/state", params={"user": user}) as response:
+        assert response.status == 200
+        return await response.json()
+
+
+async def _post(
+    http: aiohttp.ClientSession, path: str, body: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    async with http.post(path, json=body) as response:
+        return response.status, await response.json()
+
+
+def _all_messages(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for top in state["messages"] for m in [top, *top["replies"]]]
+
+
+def _button_value(message: dict[str, Any], action_id: str) -> str:
+    return next(
+        element["value"]
+        for block in message["blocks"]
+        if block["type"] == "actions"
+        for element in block["elements"]
+        if element["action_id"] == action_id
+    )
+
+
+async def test_page_routes(tmp_path: Path) -> None:
+    async with (
+        running_playground(data_dir=tmp_path / "playground") as pg,
+        aiohttp.ClientSession(pg.url) as http,
+    ):
+        async with http.get("/", params={"as": BO}) as response:
+            assert response.status == 200
+            page = await response.text()
+        assert 'data-testid="identity"' in page
+        assert f'<option value="{BO}" selected>' in page
+        async with http.get("/playground/static/page.js") as response:
+            assert response.status == 200
+
+        # A slash command's answer is ephemeral: ana sees it, bo does not.
+        status, body = await _post(
+            http, "/playground/message", {"user": ANA, "text": "/approvals help"}
+        )
+        assert (status, body["ok"], body["status"]) == (200, True, "command")
+        ana_sees = [m for m in _all_messages(await _state(http, ANA)) if m["ephemeral"]]
+        assert len(ana_sees) == 1 and "/approvals" in ana_sees[0]["text"]
+        assert not [m for m in _all_messages(await _state(http, BO)) if m["ephemeral"]]
+
+        # Typed text is escaped like Slack's composer does; a reply lands in its thread.
+        status, body = await _post(
+            http, "/playground/message", {"user": DEE, "text": "hi <b>@ana</b> & @bo"}
+        )
+        assert status == 200 and body["status"] == "posted"
+        parent_ts = body["ts"]
+        status, body = await _post(
+            http,
+            "/playground/message",
+            {"user": ANA, "text": "a reply", "thread_ts": parent_ts},
+        )
+        assert status == 200
+        top = {m["ts"]: m for m in (await _state(http, BO))["messages"]}
+        assert top[parent_ts]["text"] == "hi &lt;b&gt;<@U0REQUESTER>&lt;/b&gt; &amp; <@U0APPROVER1>"
+        assert [r["text"] for r in top[parent_ts]["replies"]] == ["a reply"]
+
+        # A mention runs the bot; bo's Deny opens a modal for bo only, which bo can cancel.
+        status, body = await _post(
+            http, "/playground/message", {"user": ANA, "text": "@approval-bot restart web"}
+        )
+        assert (status, body["status"]) == (200, "mention")
+        await pg.settle()
+        card = next(
+            m for m in _all_messages(await _state(http, ANA)) if "Approval needed" in m["text"]
+        )
+        status, body = await _post(
+            http,
+            "/playground/click",
+            {
+                "user": BO,
+                "channel": "C0OPS",
+                "ts": card["ts"],
+                "action_id": "approval_deny",
+                "value": _button_value(card, "approval_deny"),
+            },
+        )
+        assert (status, body["status"]) == (200, "clicked")
+        modal = (await _state(http, BO))["modal"]
+        assert modal["title"]["text"] == "Deny this call"
+        assert (await _state(http, CY))["modal"] is None
+        status, body = await _post(http, "/playground/close", {"user": CY, "view_id": modal["id"]})
+        assert status == 404 and not body["ok"]
+        status, _ = await _post(http, "/playground/close", {"user": BO, "view_id": modal["id"]})
+        assert status == 200 and (await _state(http, BO))["modal"] is None
+
+        # Mistakes and a failing bot come back as errors the page shows.
+        status, body = await _post(http, "/playground/message", {"user": "U0NOBODY", "text": "x"})
+        assert status == 400 and "unknown user" in body["error"]
+        status, body = await _post(http, "/playground/message", {"user": DEE, "text": "/nope"})
+        assert (status, body["error"]) == (400, "/nope is not a valid command.")
+        status, body = await _post(
+            http,
+            "/playground/click",
+            {"user": BO, "channel": "C0OPS", "ts": ana_sees[0]["ts"], "action_id": "x"},
+        )
+        assert status == 404 and not body["ok"]
+        status, body = await _post(
+            http,
+            "/playground/click",
+            {"user": BO, "channel": "C0OPS", "ts": card["ts"], "action_id": "no_such_button"},
+        )
+        assert status == 409 and "no button 'no_such_button'" in body["error"]
+        status, body = await _post(
+            http, "/playground/submit", {"user": BO, "view_id": modal["id"], "values": {}}
+        )
+        assert status == 409 and "no open view" in body["error"]
+        secret = pg.server.signing_secret
+        pg.server.signing_secret = "not-the-bot-s-secret"
+        try:
+            status, body = await _post(
+                http, "/playground/message", {"user": ANA, "text": "@approval-bot status of api"}
+            )
+        finally:
+            pg.server.signing_secret = secret
+        assert status == 502 and body["ok"] is False
+        assert "HTTP 401" in body["error"]
