@@ -307,19 +307,7 @@ class Runner:
         approval = await self.repo.get_approval(approval_id)
         if approval is None:
             raise ApprovalNotFound(f"There is no approval {approval_id}.")
-        refusal = refusal_reason(
-            actor=actor,
-            requester=approval.requester,
-            approvers=approval.approvers,
-            allow_self_approval=approval.allow_self_approval,
-            actor_groups=actor_groups,
-        )
-        if refusal == "self_approval":
-            raise NotAllowed(
-                "You asked for this call, so someone else must decide it.", approval, refusal
-            )
-        if refusal is not None:
-            raise NotAllowed("You are not one of the approvers of this call.", approval, refusal)
+        ensure_may_decide(approval, actor, actor_groups)
         now = self.clock()
         outcome = await self.repo.decide(
             approval_id,
@@ -357,6 +345,23 @@ class Runner:
             if outcome is not None:
                 outcomes.append(outcome)
         return outcomes
+
+
+def ensure_may_decide(approval: Approval, actor: str, actor_groups: Collection[str] = ()) -> None:
+    """Raise NotAllowed, with a sentence for the person, unless ``actor`` may decide."""
+    refusal = refusal_reason(
+        actor=actor,
+        requester=approval.requester,
+        approvers=approval.approvers,
+        allow_self_approval=approval.allow_self_approval,
+        actor_groups=actor_groups,
+    )
+    if refusal == "self_approval":
+        raise NotAllowed(
+            "You asked for this call, so someone else must decide it.", approval, refusal
+        )
+    if refusal is not None:
+        raise NotAllowed("You are not one of the approvers of this call.", approval, refusal)
 
 
 def describe_status(approval: Approval) -> str:

@@ -13,6 +13,7 @@ from bot.runner import ApprovalExpired, DecisionRefused
 from handlers.blocks import escape
 from handlers.publish import RESUMING
 from handlers.services import Services
+from storage.models import Approval
 from storage.repository import ExpiryOutcome
 
 log = logging.getLogger(__name__)
@@ -21,11 +22,28 @@ log = logging.getLogger(__name__)
 Tell = Callable[[str], Awaitable[None]]
 
 
-def wrong_place(approval_team: str, approval_channel: str, team: str, channel: str | None) -> bool:
-    """An approval id clicked from another workspace or channel than its own."""
-    if approval_team and team and approval_team != team:
+NOT_HERE = ":no_entry: That approval does not belong to this workspace or channel."
+
+
+async def approval_clicked_here(
+    services: Services, approval_id: str, *, team: str, channel: str | None, tell: Tell
+) -> Approval | None:
+    """The approval a click names, or None (and the clicker told) when it is not from here.
+
+    A click may only act on an approval of its own workspace, and, unless it comes from an
+    ephemeral /approvals list (``channel`` None), of its own channel.
+    """
+    approval = await services.repo.get_approval(approval_id)
+    if approval is None or _elsewhere(approval, team, channel):
+        await tell(NOT_HERE)
+        return None
+    return approval
+
+
+def _elsewhere(approval: Approval, team: str, channel: str | None) -> bool:
+    if approval.team_id and team and approval.team_id != team:
         return True
-    return bool(channel) and bool(approval_channel) and approval_channel != channel
+    return bool(channel) and bool(approval.channel) and approval.channel != channel
 
 
 async def decide_from_slack(
@@ -39,9 +57,10 @@ async def decide_from_slack(
     channel: str | None,
     tell: Tell,
 ) -> None:
-    approval = await services.repo.get_approval(approval_id)
-    if approval is None or wrong_place(approval.team_id, approval.channel, team, channel):
-        await tell(":no_entry: That approval does not belong to this workspace or channel.")
+    approval = await approval_clicked_here(
+        services, approval_id, team=team, channel=channel, tell=tell
+    )
+    if approval is None:
         return
     groups = await services.groups.groups_of(actor, approval.approvers)
     try:

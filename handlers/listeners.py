@@ -16,10 +16,9 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncResp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.clock import utcnow
-from bot.policy import refusal_reason
-from bot.runner import Request
+from bot.runner import NotAllowed, Request, ensure_may_decide
 from handlers import blocks
-from handlers.decisions import decide_from_slack, wrong_place
+from handlers.decisions import approval_clicked_here, decide_from_slack
 from handlers.services import Services
 from storage.repository import PendingFilter
 
@@ -135,10 +134,11 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         approval_id = action.get("value", "")
         actor = body["user"]["id"]
         team, channel = _click_place(body)
-        approval = await services.repo.get_approval(approval_id)
         tell = _teller(respond)
-        if approval is None or wrong_place(approval.team_id, approval.channel, team, channel):
-            await tell(":no_entry: That approval does not belong to this workspace or channel.")
+        approval = await approval_clicked_here(
+            services, approval_id, team=team, channel=channel, tell=tell
+        )
+        if approval is None:
             return
         if approval.status != "pending" or approval.expires_at <= utcnow():
             # Already decided or expired: the decision path says which, and settles the card.
@@ -154,18 +154,10 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
             )
             return
         groups = await services.groups.groups_of(actor, approval.approvers)
-        refusal = refusal_reason(
-            actor=actor,
-            requester=approval.requester,
-            approvers=approval.approvers,
-            allow_self_approval=approval.allow_self_approval,
-            actor_groups=groups,
-        )
-        if refusal == "self_approval":
-            await tell(":no_entry: You asked for this call, so someone else must decide it.")
-            return
-        if refusal is not None:
-            await tell(":no_entry: You are not one of the approvers of this call.")
+        try:
+            ensure_may_decide(approval, actor, groups)
+        except NotAllowed as refused:
+            await tell(f":no_entry: {refused}")
             return
         metadata = {
             "approval_id": approval_id,
@@ -215,10 +207,11 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         respond: AsyncRespond,
     ) -> None:
         await ack()
-        approval = await services.repo.get_approval(action.get("value", ""))
         team, channel = _click_place(body)
-        if approval is None or wrong_place(approval.team_id, approval.channel, team, channel):
-            await _teller(respond)(":no_entry: That approval does not belong here.")
+        approval = await approval_clicked_here(
+            services, action.get("value", ""), team=team, channel=channel, tell=_teller(respond)
+        )
+        if approval is None:
             return
         await client.views_open(
             trigger_id=body["trigger_id"], view=blocks.render_arguments_modal(approval)
