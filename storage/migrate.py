@@ -9,6 +9,8 @@ from alembic.config import Config
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from storage.db import Database
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
@@ -24,7 +26,14 @@ def _upgrade(connection: Connection) -> None:
     command.upgrade(config, "head")
 
 
-async def upgrade(engine: AsyncEngine) -> None:
-    """Bring the schema to the newest revision; a no-op when it is already there."""
-    async with engine.begin() as conn:
-        await conn.run_sync(_upgrade)
+async def upgrade(target: Database | AsyncEngine) -> None:
+    """Bring the schema to the newest revision; a no-op when it is already there.
+
+    ``target`` is the repository's :class:`~storage.db.Database` (SQLite migrates on its writer
+    thread, over a SQLAlchemy connection that takes the write lock up front) or an async engine.
+    """
+    if isinstance(target, AsyncEngine):
+        async with target.begin() as conn:
+            await conn.run_sync(_upgrade)
+        return
+    await target.run_with_connection(_upgrade)

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from freezegun import freeze_time
-from sqlalchemy import text
 
 from bot.runner import (
     AlreadyDecided,
@@ -255,11 +254,10 @@ async def test_tampered_arguments_are_refused_before_execution(
 ) -> None:
     outcome = await runner.start(request(calls(("restart_service", {"service": "staging"}))))
     approval_id = outcome.new_approvals[0].id
-    async with repo.engine.begin() as conn:
-        await conn.execute(
-            text("UPDATE approvals SET arguments = :args WHERE id = :id"),
-            {"args": json.dumps({"service": "production"}), "id": approval_id},
-        )
+    await repo.execute_sql(
+        "UPDATE approvals SET arguments = :args WHERE id = :id",
+        {"args": json.dumps({"service": "production"}), "id": approval_id},
+    )
     await runner.decide(approval_id, actor="U0APPROVER1", approve=True)
     resumed = await runner.resume(outcome.run_id)
     assert executed("restart_service") == []
@@ -384,8 +382,7 @@ async def test_tool_error_becomes_a_result_and_is_recorded(
 async def test_storage_failure_while_pausing_fails_the_run_loudly(
     runner: Runner, repo: Repository
 ) -> None:
-    async with repo.engine.begin() as conn:
-        await conn.execute(text("ALTER TABLE approvals RENAME TO approvals_gone"))
+    await repo.execute_sql("ALTER TABLE approvals RENAME TO approvals_gone")
     outcome = await runner.start(request(calls(("restart_service", {"service": "db"}))))
     assert outcome.status == "failed"
     assert outcome.error is not None and "approvals" in outcome.error
@@ -401,9 +398,8 @@ async def test_storage_failure_in_the_gate_fails_the_run_loudly(
     approval_id = outcome.new_approvals[0].id
     await runner.decide(approval_id, actor="U0APPROVER1", approve=True)
     # The database refuses the gate's "executing" write: a real storage failure, no mocks.
-    async with repo.engine.begin() as conn:
-        for statement in FAIL_EXECUTING_WRITES[conn.dialect.name]:
-            await conn.execute(text(statement))
+    for statement in FAIL_EXECUTING_WRITES[repo.dialect]:
+        await repo.execute_sql(statement)
     resumed = await runner.resume(outcome.run_id)
     assert resumed.status == "failed"
     assert resumed.error is not None and "storage is on fire" in resumed.error
