@@ -217,7 +217,7 @@ class Runner:
                 chain_limit=self.config.chain_limit
             )
             async for response in conversation.chain(
-                messages=history, tools=self.tools
+                **_chain_input(history), tools=self.tools
             ).responses():
                 last = response
                 await response.text()
@@ -395,6 +395,20 @@ def describe_failure(exc: BaseException, chain_limit: int) -> str:
     if isinstance(exc, llm.NeedsKeyException):
         return f"Stopped: the model needs an API key ({text})."
     return f"Stopped by an error: {type(exc).__name__}: {text}"
+
+
+def _chain_input(history: list[Message]) -> dict[str, Any]:
+    """How to hand the stored history to llm.
+
+    A new user turn (history ending in the user's message) goes in as prompt text with the
+    rest as messages, the way every llm plugin reads a prompt (some only read the text). A
+    resumed turn (history ending in tool calls without results) goes in as messages and no
+    prompt, so llm re-executes exactly those calls.
+    """
+    if history and history[-1].role == "user":
+        text = "".join(p.text for p in history[-1].parts if isinstance(p, TextPart))
+        return {"prompt": text, "messages": history[:-1]}
+    return {"messages": history}
 
 
 def _message(role: str, text: str) -> dict[str, Any]:

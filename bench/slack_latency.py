@@ -1,0 +1,176 @@
+"""Benchmark: Slack-facing latency over loopback HTTP, through the real bolt app.
+
+1. Click acknowledgement: 100 approval cards, then 100 concurrent signed Approve clicks (one
+   per card) against POST /slack/events; the figure is each click's HTTP round trip (Slack's
+   3-second budget), measured while the decisions and resumes it triggers run beside it.
+2. ``/approvals`` with 100,000 pending approvals in the database: the slash command's round
+   trip (it answers with the list in its acknowledgement) for each view (approve, mine, all).
+
+Run: ``.venv/bin/python bench/slack_latency.py [--rows 100000] [--postgres URL]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-bench-"))
+
+from ulid import ULID
+
+from bot.clock import utcnow
+from bot.llm_setup import prepare_llm, register_model
+from storage.repository import Repository
+from tests.conftest import make_config
+from tests.scripted_model import ScriptedModel
+from tests.slack_harness import CHANNEL, running_bot
+
+APPROVERS = [f"U0APPROVER{i}" for i in range(1, 21)]
+REQUESTERS = [f"U0REQ{i:03d}" for i in range(200)]
+CHANNELS = [CHANNEL, *[f"C0CH{i:03d}" for i in range(49)]]
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "p50_ms": round(statistics.median(values) * 1000, 2),
+        "p99_ms": round(percentile(values, 99) * 1000, 2),
+        "max_ms": round(max(values) * 1000, 2),
+    }
+
+
+async def click_ack_latency(repo: Repository, clicks: int) -> dict[str, Any]:
+    config = make_config(policies={"restart_service": {"approvers": ["U0APPROVER1"]}})
+    async with running_bot(config, repo) as slack:
+        for i in range(clicks):
+            text = json.dumps(
+                {"tool_calls": [{"name": "restart_service", "arguments": {"service": f"s{i}"}}]}
+            )
+            await slack.mention(f"U0REQ{i:03d}", text)
+        cards = slack.cards()
+        assert len(cards) == clicks, len(cards)
+        replies = await asyncio.gather(
+            *(slack.server.click("U0APPROVER1", card, "approval_approve") for card in cards)
+        )
+        assert all(r.status == 200 for r in replies)
+        started = time.perf_counter()
+        await slack.settle()
+        drained = time.perf_counter() - started
+        done = sum(1 for m in slack.server.messages if m.text.startswith("Results:"))
+    return {
+        **summary([r.elapsed for r in replies]),
+        "runs_completed": done,
+        "seconds_to_finish_all_resumes_after_last_ack": round(drained, 2),
+    }
+
+
+async def seed_pending(repo: Repository, rows: int) -> None:
+    """Insert ``rows`` pending approvals (one run each) straight into the tables."""
+    now = utcnow()
+    batch = 5000
+    for start in range(0, rows, batch):
+        runs, approvals = [], []
+        for i in range(start, min(rows, start + batch)):
+            run_id = f"run_{ULID()}"
+            requester = REQUESTERS[i % len(REQUESTERS)]
+            channel = CHANNELS[i % len(CHANNELS)]
+            created = now - timedelta(seconds=rows - i)
+            runs.append({
+                "id": run_id, "conversation_key": f"T0001TEAM:{channel}:{i}.0",
+                "team_id": "T0001TEAM", "channel": channel, "thread_ts": f"{i}.0",
+                "requester": requester, "status": "paused", "model_id": "scripted",
+                "history": [], "turn": 1, "created_at": created, "updated_at": created,
+            })
+            approvers = [APPROVERS[i % len(APPROVERS)], APPROVERS[(i + 7) % len(APPROVERS)]]
+            approvals.append({
+                "id": f"apr_{ULID()}", "run_id": run_id, "turn": 1,
+                "tool_call_id": f"tc_{i}", "tool_name": "restart_service",
+                "arguments": {"service": f"svc{i}"}, "payload_hash": "0" * 64,
+                "status": "pending", "requester": requester, "team_id": "T0001TEAM",
+                "channel": channel, "thread_ts": f"{i}.0", "approvers": approvers,
+                "allow_self_approval": False, "on_expiry": "deny", "created_at": created,
+                "expires_at": now + timedelta(days=1), "card_channel": channel,
+                "card_ts": f"{i}.5",
+            })
+        await repo.insert_rows_for_benchmark(runs=runs, approvals=approvals)
+
+
+async def approvals_latency(repo: Repository, rows: int, requests: int) -> dict[str, Any]:
+    seeded = time.perf_counter()
+    await seed_pending(repo, rows)
+    seeding = time.perf_counter() - seeded
+    results: dict[str, Any] = {"rows": rows, "seed_seconds": round(seeding, 1)}
+    async with running_bot(make_config(), repo) as slack:
+        for view, text, user in (
+            ("approve", "", "U0APPROVER3"),
+            ("mine", "mine", "U0REQ042"),
+            ("all", "all", "U0ANYONE"),
+        ):
+            timings = []
+            for _ in range(requests):
+                reply = await slack.server.slash_command(user, CHANNEL, text=text)
+                assert reply.status == 200 and "approval_approve" in reply.body, reply.body[:300]
+                timings.append(reply.elapsed)
+            results[view] = summary(timings)
+    return results
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--clicks", type=int, default=100)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--postgres", default=os.environ.get("APPROVAL_BOT_TEST_POSTGRES_URL"))
+    args = parser.parse_args()
+    prepare_llm()
+    register_model(ScriptedModel())
+    report: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = await Repository.open(f"sqlite+aiosqlite:///{tmp}/clicks.db")
+        report["click_ack_sqlite"] = await click_ack_latency(repo, args.clicks)
+        await repo.close()
+        repo = await Repository.open(f"sqlite+aiosqlite:///{tmp}/list.db")
+        report["approvals_sqlite"] = await approvals_latency(repo, args.rows, args.requests)
+        await repo.close()
+    if args.postgres:
+        report["approvals_postgres"] = await postgres_latency(args.postgres, args.rows,
+                                                              args.requests)
+    print(json.dumps(report, indent=2))
+
+
+async def postgres_latency(url: str, rows: int, requests: int) -> dict[str, Any]:
+    import asyncpg
+
+    schema = f"bench_{str(ULID()).lower()}"
+    admin = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    await admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        repo = await Repository.open(
+            url, connect_args={"server_settings": {"search_path": schema}}
+        )
+        try:
+            return await approvals_latency(repo, rows, requests)
+        finally:
+            await repo.close()
+    finally:
+        await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        await admin.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
