@@ -267,6 +267,7 @@ def render_approvals_page(
     page: int,
     total: int,
     page_size: int,
+    count_limit: int | None = None,
     now: datetime,
     permalinks: dict[str, str],
 ) -> tuple[str, list[Block]]:
@@ -287,12 +288,15 @@ def render_approvals_page(
             {"type": "section", "text": {"type": "mrkdwn", "text": f"*{title}*\n{empty}"}},
             _help_context(),
         ]
+    shown_total = (
+        f"{count_limit:,}+" if count_limit is not None and total > count_limit else f"{total:,}"
+    )
     first = page * page_size + 1
     last = page * page_size + len(approvals)
     blocks: list[Block] = [
         {
             "type": "section",
-            "text": {"type": "mrkdwn", "text": f"*{title}* ({first}–{last} of {total})"},
+            "text": {"type": "mrkdwn", "text": f"*{title}* ({first}–{last} of {shown_total})"},
         }
     ]
     for approval in approvals:

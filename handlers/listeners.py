@@ -23,6 +23,7 @@ from handlers.services import Services
 from storage.repository import PendingFilter
 
 PAGE_SIZE = 10
+COUNT_AHEAD = 990
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -272,8 +273,10 @@ async def approvals_page(
             team_id=team, approver=user, approver_groups=sorted(groups), exclude_requester=user
         )
     now = utcnow()
+    # Count a page's worth past this one and a bit more, not all of a huge backlog.
+    count_limit = (page + 1) * PAGE_SIZE + COUNT_AHEAD
     approvals, total = await services.repo.list_pending(
-        where, now=now, limit=PAGE_SIZE, offset=page * PAGE_SIZE
+        where, now=now, limit=PAGE_SIZE, offset=page * PAGE_SIZE, count_limit=count_limit
     )
     domain = command.get("team_domain") or "app"
     permalinks = {
@@ -286,6 +289,7 @@ async def approvals_page(
         view=view,
         page=page,
         total=total,
+        count_limit=count_limit,
         page_size=PAGE_SIZE,
         now=now,
         permalinks=permalinks,

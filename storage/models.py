@@ -7,6 +7,7 @@ Four tables:
   worker drive it at a time.
 - ``approvals``: one row per gated tool call, keyed by (run, tool call id). Its status moves
   only through conditional UPDATEs in the repository, so the row count decides races.
+  ``approval_approvers`` indexes who may decide each one.
 - ``audit_events``: append-only; every request, decision, execution and expiry.
 - ``processed_events``: Slack ``event_id``s already handled, so retried deliveries and other
   replicas start nothing twice.
@@ -63,7 +64,6 @@ class Approval(Base):
     __table_args__ = (
         UniqueConstraint("run_id", "tool_call_id", name="uq_approvals_run_tool_call"),
         Index("ix_approvals_status_created", "status", "created_at"),
-        Index("ix_approvals_run_turn_status", "run_id", "turn", "status"),
         Index("ix_approvals_channel_status", "team_id", "channel", "status", "created_at"),
     )
 
@@ -91,6 +91,22 @@ class Approval(Base):
     executed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     card_channel: Mapped[str | None] = mapped_column(String(64), nullable=True)
     card_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+ANYONE = "*"
+
+
+class ApprovalApprover(Base):
+    """Who may decide an approval, one row per user or group id (``*``: anyone).
+
+    The same list as ``approvals.approvers``, kept as rows so "what may I approve" is an
+    index lookup instead of a scan of every pending approval's JSON.
+    """
+
+    __tablename__ = "approval_approvers"
+
+    approver: Mapped[str] = mapped_column(String(64), primary_key=True)
+    approval_id: Mapped[str] = mapped_column(ForeignKey("approvals.id"), primary_key=True)
 
 
 class AuditEvent(Base):

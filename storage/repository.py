@@ -51,7 +51,7 @@ from storage.db import (
     json_text,
     open_database,
 )
-from storage.models import Approval, AuditEvent, Run
+from storage.models import ANYONE, Approval, AuditEvent, Run
 
 FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
 ACTIVE_RUN_STATUSES = ("running", "resuming")
@@ -282,6 +282,9 @@ APPROVAL_FOR_CALL = (
 )
 APPROVALS_FOR_RUN = f"SELECT {APPROVALS.columns} FROM approvals WHERE run_id = :run_id ORDER BY id"
 INSERT_APPROVAL = _insert(APPROVALS, "approvals")
+INSERT_APPROVER = (
+    "INSERT INTO approval_approvers (approver, approval_id) VALUES (:approver, :approval_id)"
+)
 DECIDE = (
     "UPDATE approvals SET status = :status, decided_by = :actor, decided_at = :now, "
     "reason = :reason WHERE id = :id AND status = 'pending' AND expires_at > :now "
@@ -449,6 +452,7 @@ class Repository:
                 tx.executemany(_insert(RUNS, "runs"), run_rows)
             if approval_rows:
                 tx.executemany(INSERT_APPROVAL, approval_rows)
+                tx.executemany(INSERT_APPROVER, _approver_rows(approvals))
 
         await self.database.run(body, WRITE, inline=False)
 
@@ -642,6 +646,7 @@ class Repository:
             ]
             if rows:
                 tx.executemany(INSERT_APPROVAL, [APPROVALS.params(r) for r in rows])
+                tx.executemany(INSERT_APPROVER, _approver_rows(rows))
             tx.executemany(INSERT_AUDIT, audits)
             claimed = not rows and _claim_resume(tx, run_id, worker, lease_until, now)
             return PauseOutcome(
@@ -906,12 +911,20 @@ class Repository:
         await self.database.run(body, WRITE)
 
     async def list_pending(
-        self, where: PendingFilter, *, now: datetime, limit: int = 20, offset: int = 0
+        self,
+        where: PendingFilter,
+        *,
+        now: datetime,
+        limit: int = 20,
+        offset: int = 0,
+        count_limit: int | None = None,
     ) -> tuple[list[Approval], int]:
         """Pending, unexpired approvals, newest first, with the total count for paging.
 
         ``approver`` keeps approvals that name the user (or one of their groups) or that
-        name nobody (anyone but the requester may decide those).
+        name nobody (anyone but the requester may decide those). ``count_limit`` stops
+        counting there (a total above it means "more than that"): counting every match is
+        the one part of a page whose cost grows with the table.
         """
         conditions = ["status = 'pending'", "expires_at > :now"]
         params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
@@ -928,20 +941,27 @@ class Repository:
             conditions.append("(requester != :exclude_requester OR allow_self_approval = TRUE)")
             params["exclude_requester"] = where.exclude_requester
         if where.approver is not None:
-            names = [where.approver, *where.approver_groups]
-            alternatives = [
-                _json_list_contains("approvers", f"approver_{i}") for i in range(len(names))
-            ]
-            alternatives.append(_json_list_empty("approvers"))
-            conditions.append(f"({' OR '.join(alternatives)})")
-            params.update({f"approver_{i}": _like_pattern(n) for i, n in enumerate(names)})
+            names = [where.approver, *where.approver_groups, ANYONE]
+            placeholders = ", ".join(f":approver_{i}" for i in range(len(names)))
+            conditions.append(
+                "id IN (SELECT approval_id FROM approval_approvers "
+                f"WHERE approver IN ({placeholders}))"
+            )
+            params.update({f"approver_{i}": name for i, name in enumerate(names)})
         condition = " AND ".join(conditions)
-        count_sql = f"SELECT count(*) FROM approvals WHERE {condition}"
+        count_params = {k: v for k, v in params.items() if k not in ("limit", "offset")}
+        if count_limit is None:
+            count_sql = f"SELECT count(*) FROM approvals WHERE {condition}"
+        else:
+            count_sql = (
+                f"SELECT count(*) FROM (SELECT 1 FROM approvals WHERE {condition} "
+                "LIMIT :count_limit) AS matching"
+            )
+            count_params["count_limit"] = count_limit + 1
         page_sql = (
             f"SELECT {APPROVALS.columns} FROM approvals WHERE {condition} "
             "ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset"
         )
-        count_params = {k: v for k, v in params.items() if k not in ("limit", "offset")}
 
         def body(tx: Tx) -> tuple[list[Approval], int]:
             total = tx.one(count_sql, count_params)
@@ -967,28 +987,16 @@ class Repository:
         return await self.database.run(body, WRITE, inline=False)
 
 
+def _approver_rows(approvals: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """``approval_approvers`` rows: one per named approver, or ``*`` when anyone may decide."""
+    return [
+        {"approver": approver, "approval_id": approval["id"]}
+        for approval in approvals
+        for approver in (approval["approvers"] or [ANYONE])
+    ]
+
+
 def _database_for_engine(engine: AsyncEngine) -> Database:
     if not is_sqlite(engine):
         return PostgresDatabase(engine)
     return SQLiteDatabase(engine.url.render_as_string(hide_password=False), engine=engine)
-
-
-def _json_list_contains(column: str, param: str) -> str:
-    """Portable "JSON array contains this string": matches the serialized element.
-
-    Slack ids are plain ``[A-Z0-9]`` strings, so matching the quoted element in the array's
-    text is exact on both databases without dialect-specific JSON operators.
-    """
-    return f"CAST({column} AS TEXT) LIKE :{param} ESCAPE '\\'"
-
-
-def _json_list_empty(column: str) -> str:
-    return f"CAST({column} AS TEXT) = '[]'"
-
-
-def _like_pattern(value: str) -> str:
-    return f'%"{_like_escape(value)}"%'
-
-
-def _like_escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace('"', "")

@@ -1,0 +1,89 @@
+"""Storage details that the engine tests do not reach: migrations and listing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import sqlalchemy
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from bot.clock import utcnow
+from storage.models import Base
+from storage.repository import PendingFilter, Repository
+
+
+async def test_migrations_build_exactly_the_models(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'schema.db'}"
+    repo = await Repository.open(url)
+    await repo.close()
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    engine.dispose()
+    assert differences == []
+
+
+def approval_row(i: int, approvers: list[str], now: object) -> dict:
+    return {
+        "id": f"apr_{i:05d}",
+        "run_id": f"run_{i:05d}",
+        "turn": 1,
+        "tool_call_id": "tc",
+        "tool_name": "restart_service",
+        "arguments": {"i": i},
+        "payload_hash": "0" * 64,
+        "status": "pending",
+        "requester": "U0REQ",
+        "team_id": "T1",
+        "channel": "C1",
+        "thread_ts": "1.0",
+        "approvers": approvers,
+        "allow_self_approval": False,
+        "on_expiry": "deny",
+        "created_at": now + timedelta(seconds=i),  # type: ignore[operator]
+        "expires_at": now + timedelta(hours=1),  # type: ignore[operator]
+    }
+
+
+async def test_listing_what_an_approver_may_decide(repo: Repository) -> None:
+    now = utcnow()
+    runs = [
+        {
+            "id": f"run_{i:05d}",
+            "conversation_key": f"k{i}",
+            "team_id": "T1",
+            "channel": "C1",
+            "thread_ts": "1.0",
+            "requester": "U0REQ",
+            "status": "paused",
+            "model_id": "m",
+            "history": [],
+            "turn": 1,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for i in range(30)
+    ]
+    approvals = [approval_row(i, [["U1"], ["U2"], [], ["S0GROUP"]][i % 4], now) for i in range(30)]
+    await repo.insert_rows_for_benchmark(runs=runs, approvals=approvals)
+
+    mine, total = await repo.list_pending(PendingFilter(approver="U1"), now=now, limit=100)
+    # U1's own and the open-to-anyone ones, newest first.
+    assert total == 15
+    assert [a.id for a in mine] == [f"apr_{i:05d}" for i in range(29, -1, -1) if i % 4 in (0, 2)]
+
+    grouped, total = await repo.list_pending(
+        PendingFilter(approver="U9", approver_groups=["S0GROUP"]), now=now, limit=100
+    )
+    assert total == 14 and all(a.approvers in ([], ["S0GROUP"]) for a in grouped)
+
+    page, capped = await repo.list_pending(
+        PendingFilter(), now=now, limit=5, offset=5, count_limit=12
+    )
+    assert [a.id for a in page] == [f"apr_{i:05d}" for i in range(24, 19, -1)]
+    assert capped == 13, "a capped count says 'more than 12', not the exact 30"
+
+    later = now + timedelta(hours=2)
+    assert (await repo.list_pending(PendingFilter(), now=later))[1] == 0
