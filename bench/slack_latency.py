@@ -1,5 +1,9 @@
 """Benchmark: Slack-facing latency over loopback HTTP, through the real bolt app.
 
+The bot runs as ``approval-bot serve`` in its own process (SQLite or PostgreSQL, the llm-echo
+model); this process plays Slack and generates the load, so its own work is not counted
+against the bot.
+
 1. Click acknowledgement: 100 approval cards, then 100 concurrent signed Approve clicks (one
    per card) against POST /slack/events; the figure is each click's HTTP round trip (Slack's
    3-second budget), measured while the decisions and resumes it triggers run beside it.
@@ -13,12 +17,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import socket
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,14 +33,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-bench-"))
 
+import aiohttp
 from ulid import ULID
 
 from bot.clock import utcnow
-from bot.llm_setup import prepare_llm, register_model
+from playground.slack_server import SlackServer
 from storage.repository import Repository
-from tests.conftest import make_config
-from tests.scripted_model import ScriptedModel
-from tests.slack_harness import CHANNEL, running_bot
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "bench-signing-secret"
+CHANNEL = "C0OPS"
 
 APPROVERS = [f"U0APPROVER{i}" for i in range(1, 21)]
 REQUESTERS = [f"U0REQ{i:03d}" for i in range(200)]
@@ -54,27 +63,106 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-async def click_ack_latency(repo: Repository, clicks: int) -> dict[str, Any]:
-    config = make_config(policies={"restart_service": {"approvers": ["U0APPROVER1"]}})
-    async with running_bot(config, repo) as slack:
+@contextlib.asynccontextmanager
+async def served_bot(database_url: str, workdir: Path) -> AsyncIterator[SlackServer]:
+    """``approval-bot serve`` in its own process, as in production, with Slack played by a
+    SlackServer in this one (which is also the load generator)."""
+    config = workdir / "bench.toml"
+    config.write_text(
+        'model = "echo"\n'
+        'tools = ["tests.ops_tools:restart_service"]\n'
+        "[policies.restart_service]\n"
+        'approvers = ["U0APPROVER1", "U0APPROVER3"]\n'
+    )
+    async with SlackServer(signing_secret=SECRET) as slack:
+        port = free_port()
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": slack.api_url,
+            "DATABASE_URL": database_url,
+            "LLM_USER_PATH": str(workdir / "llm"),
+            "LLM_LOAD_PLUGINS": "llm-echo",
+            "PYTHONPATH": str(ROOT),
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "--config",
+            str(config),
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            env=env,
+            cwd=workdir,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        try:
+            await wait_healthy(f"http://127.0.0.1:{port}/healthz")
+            slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
+            yield slack
+        finally:
+            process.terminate()
+            await process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def wait_healthy(url: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(300):
+            try:
+                async with session.get(url) as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientConnectionError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"the bot never became healthy at {url}")
+
+
+async def wait_for(condition: Any, timeout: float = 120.0) -> float:
+    started = time.perf_counter()
+    while not condition():
+        if time.perf_counter() - started > timeout:
+            raise TimeoutError("the bot did not finish in time")
+        await asyncio.sleep(0.05)
+    return time.perf_counter() - started
+
+
+def cards(slack: SlackServer) -> list[Any]:
+    return [m for m in slack.messages if "approval_summary" in json.dumps(m.blocks)]
+
+
+async def click_ack_latency(workdir: Path, clicks: int) -> dict[str, Any]:
+    async with served_bot(f"sqlite:///{workdir / 'clicks.db'}", workdir) as slack:
         for i in range(clicks):
-            text = json.dumps(
-                {"tool_calls": [{"name": "restart_service", "arguments": {"service": f"s{i}"}}]}
+            prompt = json.dumps(
+                {
+                    "prompt": "go",
+                    "tool_calls": [{"name": "restart_service", "arguments": {"service": f"s{i}"}}],
+                }
             )
-            await slack.mention(f"U0REQ{i:03d}", text)
-        cards = slack.cards()
-        assert len(cards) == clicks, len(cards)
+            await slack.mention(f"U0REQ{i:03d}", CHANNEL, f"<@U0BOT> {prompt}")
+        await wait_for(lambda: len(cards(slack)) == clicks)
         replies = await asyncio.gather(
-            *(slack.server.click("U0APPROVER1", card, "approval_approve") for card in cards)
+            *(slack.click("U0APPROVER1", card, "approval_approve") for card in cards(slack))
         )
         assert all(r.status == 200 for r in replies)
-        started = time.perf_counter()
-        await slack.settle()
-        drained = time.perf_counter() - started
-        done = sum(1 for m in slack.server.messages if m.text.startswith("Results:"))
+        drained = await wait_for(
+            lambda: sum('"restarted s' in m.text for m in slack.messages) == clicks
+        )
     return {
         **summary([r.elapsed for r in replies]),
-        "runs_completed": done,
         "seconds_to_finish_all_resumes_after_last_ack": round(drained, 2),
     }
 
@@ -90,32 +178,60 @@ async def seed_pending(repo: Repository, rows: int) -> None:
             requester = REQUESTERS[i % len(REQUESTERS)]
             channel = CHANNELS[i % len(CHANNELS)]
             created = now - timedelta(seconds=rows - i)
-            runs.append({
-                "id": run_id, "conversation_key": f"T0001TEAM:{channel}:{i}.0",
-                "team_id": "T0001TEAM", "channel": channel, "thread_ts": f"{i}.0",
-                "requester": requester, "status": "paused", "model_id": "scripted",
-                "history": [], "turn": 1, "created_at": created, "updated_at": created,
-            })
+            runs.append(
+                {
+                    "id": run_id,
+                    "conversation_key": f"T0001TEAM:{channel}:{i}.0",
+                    "team_id": "T0001TEAM",
+                    "channel": channel,
+                    "thread_ts": f"{i}.0",
+                    "requester": requester,
+                    "status": "paused",
+                    "model_id": "scripted",
+                    "history": [],
+                    "turn": 1,
+                    "created_at": created,
+                    "updated_at": created,
+                }
+            )
             approvers = [APPROVERS[i % len(APPROVERS)], APPROVERS[(i + 7) % len(APPROVERS)]]
-            approvals.append({
-                "id": f"apr_{ULID()}", "run_id": run_id, "turn": 1,
-                "tool_call_id": f"tc_{i}", "tool_name": "restart_service",
-                "arguments": {"service": f"svc{i}"}, "payload_hash": "0" * 64,
-                "status": "pending", "requester": requester, "team_id": "T0001TEAM",
-                "channel": channel, "thread_ts": f"{i}.0", "approvers": approvers,
-                "allow_self_approval": False, "on_expiry": "deny", "created_at": created,
-                "expires_at": now + timedelta(days=1), "card_channel": channel,
-                "card_ts": f"{i}.5",
-            })
+            approvals.append(
+                {
+                    "id": f"apr_{ULID()}",
+                    "run_id": run_id,
+                    "turn": 1,
+                    "tool_call_id": f"tc_{i}",
+                    "tool_name": "restart_service",
+                    "arguments": {"service": f"svc{i}"},
+                    "payload_hash": "0" * 64,
+                    "status": "pending",
+                    "requester": requester,
+                    "team_id": "T0001TEAM",
+                    "channel": channel,
+                    "thread_ts": f"{i}.0",
+                    "approvers": approvers,
+                    "allow_self_approval": False,
+                    "on_expiry": "deny",
+                    "created_at": created,
+                    "expires_at": now + timedelta(days=1),
+                    "card_channel": channel,
+                    "card_ts": f"{i}.5",
+                }
+            )
         await repo.insert_rows_for_benchmark(runs=runs, approvals=approvals)
+    await repo.analyze()
 
 
-async def approvals_latency(repo: Repository, rows: int, requests: int) -> dict[str, Any]:
+async def approvals_latency(
+    database_url: str, workdir: Path, rows: int, requests: int
+) -> dict[str, Any]:
+    repo = await Repository.open(database_url)
     seeded = time.perf_counter()
     await seed_pending(repo, rows)
     seeding = time.perf_counter() - seeded
+    await repo.close()
     results: dict[str, Any] = {"rows": rows, "seed_seconds": round(seeding, 1)}
-    async with running_bot(make_config(), repo) as slack:
+    async with served_bot(database_url, workdir) as slack:
         for view, text, user in (
             ("approve", "", "U0APPROVER3"),
             ("mine", "mine", "U0REQ042"),
@@ -123,7 +239,7 @@ async def approvals_latency(repo: Repository, rows: int, requests: int) -> dict[
         ):
             timings = []
             for _ in range(requests):
-                reply = await slack.server.slash_command(user, CHANNEL, text=text)
+                reply = await slack.slash_command(user, CHANNEL, text=text)
                 assert reply.status == 200 and "approval_approve" in reply.body, reply.body[:300]
                 timings.append(reply.elapsed)
             results[view] = summary(timings)
@@ -137,38 +253,34 @@ async def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--postgres", default=os.environ.get("APPROVAL_BOT_TEST_POSTGRES_URL"))
     args = parser.parse_args()
-    prepare_llm()
-    register_model(ScriptedModel())
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        repo = await Repository.open(f"sqlite+aiosqlite:///{tmp}/clicks.db")
-        report["click_ack_sqlite"] = await click_ack_latency(repo, args.clicks)
-        await repo.close()
-        repo = await Repository.open(f"sqlite+aiosqlite:///{tmp}/list.db")
-        report["approvals_sqlite"] = await approvals_latency(repo, args.rows, args.requests)
-        await repo.close()
-    if args.postgres:
-        report["approvals_postgres"] = await postgres_latency(args.postgres, args.rows,
-                                                              args.requests)
+        workdir = Path(tmp)
+        report["click_ack_sqlite"] = await click_ack_latency(workdir, args.clicks)
+        report["approvals_sqlite"] = await approvals_latency(
+            f"sqlite:///{workdir / 'list.db'}", workdir, args.rows, args.requests
+        )
+        if args.postgres:
+            async with postgres_database(args.postgres) as url:
+                report["approvals_postgres"] = await approvals_latency(
+                    url, workdir, args.rows, args.requests
+                )
     print(json.dumps(report, indent=2))
 
 
-async def postgres_latency(url: str, rows: int, requests: int) -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def postgres_database(url: str) -> AsyncIterator[str]:
+    """A scratch database on the server at ``url``, dropped afterwards."""
     import asyncpg
 
-    schema = f"bench_{str(ULID()).lower()}"
-    admin = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
-    await admin.execute(f'CREATE SCHEMA "{schema}"')
+    name = f"bench_{str(ULID()).lower()}"
+    plain = url.replace("postgresql+asyncpg://", "postgresql://")
+    admin = await asyncpg.connect(plain)
+    await admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        repo = await Repository.open(
-            url, connect_args={"server_settings": {"search_path": schema}}
-        )
-        try:
-            return await approvals_latency(repo, rows, requests)
-        finally:
-            await repo.close()
+        yield plain.rsplit("/", 1)[0] + f"/{name}"
     finally:
-        await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         await admin.close()
 
 
