@@ -25,7 +25,10 @@ def run_playground(args: argparse.Namespace) -> int:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
         async with running_playground(
-            data_dir=data_dir, host=args.host, port=args.port, model=args.model,
+            data_dir=data_dir,
+            host=args.host,
+            port=args.port,
+            model=args.model,
             config_path=args.config,
         ) as playground:
             print(f"approval-bot playground: {playground.url}", flush=True)

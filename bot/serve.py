@@ -14,6 +14,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import aiohttp
 from aiohttp import web
 
 from bot.config import Config, ConfigError
@@ -51,7 +52,8 @@ async def started_bot(
     if repo is None:
         repo = await Repository.open(config.database_url)
     runner = Runner(repo, config)
-    services = Services.create(repo, config, runner, settings.web_client())
+    session = aiohttp.ClientSession()
+    services = Services.create(repo, config, runner, settings.web_client(session))
     app = build_app(services, settings)
     sweeper = (
         asyncio.create_task(run_sweeper(services, config.sweep_interval.total_seconds()))
@@ -66,6 +68,7 @@ async def started_bot(
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
         await services.background.close()
+        await session.close()
         if owns_repo:
             await repo.close()
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -53,11 +54,16 @@ class SlackSettings:
             api_url=api_url if api_url.endswith("/") else api_url + "/",
         )
 
-    def web_client(self) -> AsyncWebClient:
-        """A client that honours Retry-After on 429s and retries dropped connections."""
+    def web_client(self, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
+        """A client that honours Retry-After on 429s and retries dropped connections.
+
+        Pass a long-lived ``session``: without one slack_sdk opens a new connection (and
+        resolves the host again) for every call.
+        """
         return AsyncWebClient(
             token=self.bot_token,
             base_url=self.api_url,
+            session=session,
             retry_handlers=[
                 AsyncRateLimitErrorRetryHandler(max_retry_count=3),
                 AsyncConnectionErrorRetryHandler(max_retry_count=2),
