@@ -63,7 +63,8 @@ class Approval(Base):
     __tablename__ = "approvals"
     __table_args__ = (
         UniqueConstraint("run_id", "tool_call_id", name="uq_approvals_run_tool_call"),
-        Index("ix_approvals_status_created", "status", "created_at"),
+        # id too: pages are ordered by (created_at, id), so the index serves the ORDER BY.
+        Index("ix_approvals_status_created", "status", "created_at", "id"),
         Index("ix_approvals_channel_status", "team_id", "channel", "status", "created_at"),
     )
 

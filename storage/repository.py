@@ -952,26 +952,35 @@ class Repository:
         if where.exclude_requester is not None:
             conditions.append("(requester != :exclude_requester OR allow_self_approval = TRUE)")
             params["exclude_requester"] = where.exclude_requester
+        approvers = ""
         if where.approver is not None:
             names = [where.approver, *where.approver_groups, ANYONE]
-            placeholders = ", ".join(f":approver_{i}" for i in range(len(names)))
-            conditions.append(
-                "id IN (SELECT approval_id FROM approval_approvers "
-                f"WHERE approver IN ({placeholders}))"
-            )
+            approvers = ", ".join(f":approver_{i}" for i in range(len(names)))
             params.update({f"approver_{i}": name for i, name in enumerate(names)})
         condition = " AND ".join(conditions)
+        page_condition = condition
+        if approvers:
+            # The page walks approvals newest first and probes each one's approvers: it
+            # stops after a page of matches. The count starts from the approver's own rows.
+            page_condition += (
+                " AND EXISTS (SELECT 1 FROM approval_approvers WHERE "
+                f"approval_approvers.approval_id = approvals.id AND approver IN ({approvers}))"
+            )
+            matching = (
+                "SELECT DISTINCT approvals.id FROM approval_approvers "
+                "JOIN approvals ON approvals.id = approval_approvers.approval_id "
+                f"WHERE approval_approvers.approver IN ({approvers}) AND {condition}"
+            )
+        else:
+            matching = f"SELECT approvals.id FROM approvals WHERE {condition}"
         count_params = {k: v for k, v in params.items() if k not in ("limit", "offset")}
         if count_limit is None:
-            count_sql = f"SELECT count(*) FROM approvals WHERE {condition}"
+            count_sql = f"SELECT count(*) FROM ({matching}) AS matching"
         else:
-            count_sql = (
-                f"SELECT count(*) FROM (SELECT 1 FROM approvals WHERE {condition} "
-                "LIMIT :count_limit) AS matching"
-            )
+            count_sql = f"SELECT count(*) FROM ({matching} LIMIT :count_limit) AS matching"
             count_params["count_limit"] = count_limit + 1
         page_sql = (
-            f"SELECT {APPROVALS.columns} FROM approvals WHERE {condition} "
+            f"SELECT {APPROVALS.columns} FROM approvals WHERE {page_condition} "
             "ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset"
         )
 

@@ -84,6 +84,9 @@ async def running_bot(
         server.bot_url = f"http://127.0.0.1:{port}/slack/events"
         try:
             yield Harness(server=server, bot=bot, repo=repo)
+            await bot.services.background.idle()
+            # Every Web API method the bot called exists in Slack (as our server knows it).
+            assert server.unknown_calls == [], [c.method for c in server.unknown_calls]
         finally:
             await bot.services.background.idle()
             await runner.cleanup()

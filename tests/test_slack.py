@@ -324,9 +324,32 @@ async def test_the_sweeper_expires_cards_and_moves_runs_on(repo: Repository) -> 
                 assert not has_buttons(card) and "Expired*" in json.dumps(card.blocks)
             # restart_service: on_expiry = "deny", so the model hears it and answers.
             assert any(
-                "Expired at 2026-11-30 10:15 UTC" in m.text
-                for m in slack.thread_of(denied_reply)
+                "Expired at 2026-11-30 10:15 UTC" in m.text for m in slack.thread_of(denied_reply)
             )
             # deploy: on_expiry = "cancel", so the run stops and says why.
             assert any("Stopped" in m.text for m in slack.thread_of(cancelled_reply))
     assert ops_tools.EXECUTED == []
+
+
+async def test_approvals_pages(slack: Harness) -> None:
+    for i in range(12):
+        await slack.mention("U0REQUESTER", calls(("restart_service", {"service": f"s{i:02d}"})))
+    first = await slack.server.slash_command("U0APPROVER1", CHANNEL, text="all")
+    shown = json.dumps(first.json()["blocks"], ensure_ascii=False)
+    assert "(1–10 of 12)" in shown
+    assert "s11" in shown and "s01" not in shown, "newest first"
+    [listing] = [m for m in slack.server.ephemerals_for("U0APPROVER1") if "Older" in str(m.blocks)]
+    await slack.server.click("U0APPROVER1", listing, "approvals_page")
+    await slack.settle()
+    [page_two] = [m for m in slack.server.ephemerals_for("U0APPROVER1") if "11–12" in str(m.blocks)]
+    assert "s01" in json.dumps(page_two.blocks) and "s00" in json.dumps(page_two.blocks)
+    assert "Newer" in json.dumps(page_two.blocks) and "Older" not in json.dumps(page_two.blocks)
+
+
+def test_long_answers_are_split_at_line_breaks() -> None:
+    from handlers.blocks import MESSAGE_TEXT_LIMIT, split_for_slack
+
+    text = "\n".join(f"line {i} " + "x" * 90 for i in range(200))
+    chunks = split_for_slack(text)
+    assert len(chunks) > 1 and all(len(c) <= MESSAGE_TEXT_LIMIT for c in chunks)
+    assert "\n".join(chunks) == text
