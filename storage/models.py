@@ -65,7 +65,7 @@ class Approval(Base):
         UniqueConstraint("run_id", "tool_call_id", name="uq_approvals_run_tool_call"),
         # id too: pages are ordered by (created_at, id), so the index serves the ORDER BY.
         Index("ix_approvals_status_created", "status", "created_at", "id"),
-        Index("ix_approvals_channel_status", "team_id", "channel", "status", "created_at"),
+        Index("ix_approvals_channel_status", "team_id", "channel", "status", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)

@@ -30,6 +30,12 @@ def upgrade() -> None:
     # that stops after ten matches instead of a sort of every match.
     op.drop_index("ix_approvals_status_created", table_name="approvals")
     op.create_index("ix_approvals_status_created", "approvals", ["status", "created_at", "id"])
+    op.drop_index("ix_approvals_channel_status", table_name="approvals")
+    op.create_index(
+        "ix_approvals_channel_status",
+        "approvals",
+        ["team_id", "channel", "status", "created_at", "id"],
+    )
     connection = op.get_bind()
     rows = connection.execute(sa.text("SELECT id, approvers FROM approvals")).fetchall()
     backfill = []
@@ -47,6 +53,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_approvals_channel_status", table_name="approvals")
+    op.create_index(
+        "ix_approvals_channel_status", "approvals", ["team_id", "channel", "status", "created_at"]
+    )
     op.drop_index("ix_approvals_status_created", table_name="approvals")
     op.create_index("ix_approvals_status_created", "approvals", ["status", "created_at"])
     op.create_index("ix_approvals_run_turn_status", "approvals", ["run_id", "turn", "status"])
