@@ -94,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        # One line per HTTP request drowns what matters; -v brings it back.
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     if args.command == "playground":
         from bot.playground_cli import run_playground
 
