@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -33,15 +32,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-bench-"))
 
-import aiohttp
 from ulid import ULID
 
 from bot.clock import utcnow
 from playground.slack_server import SlackServer
 from storage.repository import Repository
+from tests.serve_process import served_bot
 
-ROOT = Path(__file__).resolve().parents[1]
-SECRET = "bench-signing-secret"
 CHANNEL = "C0OPS"
 
 APPROVERS = [f"U0APPROVER{i}" for i in range(1, 21)]
@@ -63,73 +60,6 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-@contextlib.asynccontextmanager
-async def served_bot(database_url: str, workdir: Path) -> AsyncIterator[SlackServer]:
-    """``approval-bot serve`` in its own process, as in production, with Slack played by a
-    SlackServer in this one (which is also the load generator)."""
-    config = workdir / "bench.toml"
-    config.write_text(
-        'model = "echo"\n'
-        'tools = ["tests.ops_tools:restart_service"]\n'
-        "[policies.restart_service]\n"
-        'approvers = ["U0APPROVER1", "U0APPROVER3"]\n'
-    )
-    async with SlackServer(signing_secret=SECRET) as slack:
-        port = free_port()
-        env = {
-            **os.environ,
-            "SLACK_BOT_TOKEN": slack.bot_token,
-            "SLACK_SIGNING_SECRET": SECRET,
-            "SLACK_API_URL": slack.api_url,
-            "DATABASE_URL": database_url,
-            "LLM_USER_PATH": str(workdir / "llm"),
-            "LLM_LOAD_PLUGINS": "llm-echo",
-            "PYTHONPATH": str(ROOT),
-        }
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "--config",
-            str(config),
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            env=env,
-            cwd=workdir,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        try:
-            await wait_healthy(f"http://127.0.0.1:{port}/healthz")
-            slack.bot_url = f"http://127.0.0.1:{port}/slack/events"
-            yield slack
-        finally:
-            process.terminate()
-            await process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-async def wait_healthy(url: str) -> None:
-    async with aiohttp.ClientSession() as session:
-        for _ in range(300):
-            try:
-                async with session.get(url) as response:
-                    if response.status == 200:
-                        return
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"the bot never became healthy at {url}")
-
-
 async def wait_for(condition: Any, timeout: float = 120.0) -> float:
     started = time.perf_counter()
     while not condition():
@@ -144,7 +74,8 @@ def cards(slack: SlackServer) -> list[Any]:
 
 
 async def click_ack_latency(workdir: Path, clicks: int) -> dict[str, Any]:
-    async with served_bot(f"sqlite:///{workdir / 'clicks.db'}", workdir) as slack:
+    async with served_bot(f"sqlite:///{workdir / 'clicks.db'}", workdir) as served:
+        slack = served.slack
         for i in range(clicks):
             prompt = json.dumps(
                 {
@@ -231,7 +162,8 @@ async def approvals_latency(
     seeding = time.perf_counter() - seeded
     await repo.close()
     results: dict[str, Any] = {"rows": rows, "seed_seconds": round(seeding, 1)}
-    async with served_bot(database_url, workdir) as slack:
+    async with served_bot(database_url, workdir) as served:
+        slack = served.slack
         for view, text, user in (
             ("approve", "", "U0APPROVER3"),
             ("mine", "mine", "U0REQ042"),

@@ -17,6 +17,7 @@ copies into the tasks that run sibling calls concurrently.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable
@@ -85,13 +86,7 @@ def threaded_tool(tool: llm.Tool) -> llm.Tool:
     async def run_in_thread(llm_tool_call: llm.ToolCall, **_arguments: Any) -> Any:
         return await call_tool(tool, llm_tool_call)
 
-    return llm.Tool(
-        name=tool.name,
-        description=tool.description,
-        input_schema=tool.input_schema,
-        implementation=run_in_thread,
-        plugin=tool.plugin,
-    )
+    return dataclasses.replace(tool, implementation=run_in_thread)
 
 
 async def call_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
@@ -127,13 +122,8 @@ def gated_tool(tool: llm.Tool, policy: Policy) -> llm.Tool:
         except Exception as exc:
             raise _fail(turn, exc) from exc
 
-    return llm.Tool(
-        name=tool.name,
-        description=tool.description,
-        input_schema=tool.input_schema,
-        implementation=gate,
-        plugin=tool.plugin,
-    )
+    # Same name, description and schema: the model sees the original tool.
+    return dataclasses.replace(tool, implementation=gate)
 
 
 class ToolRaised(Exception):

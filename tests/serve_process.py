@@ -1,0 +1,105 @@
+"""``approval-bot serve`` in a process of its own, as users run it, with Slack played by our
+Slack-compatible server in the calling process. Used by the serve test and the benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from playground.slack_server import SlackServer
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "serve-process-secret"
+
+CONFIG = """
+model = "echo"
+tools = ["tests.ops_tools:get_status", "tests.ops_tools:restart_service"]
+
+[policies.restart_service]
+approvers = ["U0APPROVER1", "U0APPROVER3"]
+"""
+
+
+@dataclass
+class ServedBot:
+    slack: SlackServer
+    process: asyncio.subprocess.Process
+    url: str
+    output: bytes = b""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.asynccontextmanager
+async def served_bot(
+    database_url: str, workdir: Path, *, capture_output: bool = False
+) -> AsyncIterator[ServedBot]:
+    """Start the bot (llm-echo as its model, loaded as a plugin) and wait for /healthz."""
+    config = workdir / "served-bot.toml"
+    config.write_text(CONFIG)
+    async with SlackServer(signing_secret=SECRET) as slack:
+        port = free_port()
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": slack.api_url,
+            "DATABASE_URL": database_url,
+            "LLM_USER_PATH": str(workdir / "llm"),
+            "LLM_LOAD_PLUGINS": "llm-echo",
+            "PYTHONPATH": str(ROOT),
+        }
+        output = asyncio.subprocess.PIPE if capture_output else asyncio.subprocess.DEVNULL
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "--config",
+            str(config),
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            env=env,
+            cwd=workdir,
+            stdout=output,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        served = ServedBot(slack=slack, process=process, url=f"http://127.0.0.1:{port}")
+        try:
+            await wait_healthy(served)
+            slack.bot_url = f"{served.url}/slack/events"
+            yield served
+        finally:
+            if process.returncode is None:
+                process.terminate()
+            out, _ = await asyncio.wait_for(process.communicate(), 20)
+            served.output = out or b""
+
+
+async def wait_healthy(served: ServedBot) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(300):
+            if served.process.returncode is not None:
+                raise RuntimeError(f"serve exited with {served.process.returncode}")
+            try:
+                async with session.get(f"{served.url}/healthz") as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientConnectionError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"the bot never became healthy at {served.url}")
