@@ -361,3 +361,25 @@ async def test_page_routes(tmp_path: Path) -> None:
             pg.server.signing_secret = secret
         assert status == 502 and body["ok"] is False
         assert "HTTP 401" in body["error"]
+
+
+def test_playground_config_uses_your_file_and_keeps_data_in_its_directory(
+    tmp_path: Path,
+) -> None:
+    from playground.app import playground_config
+
+    demo = playground_config(tmp_path)
+    assert demo.model == "demo"
+    assert {t.name for t in demo.tools} == {
+        "get_status",
+        "restart_service",
+        "scale_service",
+        "run_sql",
+    }
+    assert demo.database_url.endswith(str(tmp_path / "approval-bot.db"))
+
+    own = tmp_path / "own.toml"
+    own.write_text('model = "echo"\ntools = ["tests.ops_tools:get_status"]\n')
+    mine = playground_config(tmp_path, config_path=str(own), model="scripted")
+    assert mine.model == "scripted" and [t.name for t in mine.tools] == ["get_status"]
+    assert mine.database_url.endswith(str(tmp_path / "approval-bot.db"))
