@@ -31,7 +31,7 @@ import llm
 from bot.ids import new_approval_id
 from bot.policy import Policy
 from bot.tools import tool_definition
-from storage.repository import ApprovalDraft, Repository, payload_hash
+from storage.repository import ApprovalDraft, Repository, canonical_json, payload_hash
 
 
 class ApprovalRequired(llm.PauseChain):
@@ -169,11 +169,19 @@ async def _answer(
     approval: Any,
 ) -> Any:
     status = approval.status
+    if status == "approved":
+        return await _execute(turn, tool, definition, tool_call, approval)
+    if approval.tool_name != tool.name or canonical_json(approval.arguments) != canonical_json(
+        dict(tool_call.arguments)
+    ):
+        # A decision about another call must never answer this one.
+        raise RuntimeError(
+            f"approval {approval.id} is for {approval.tool_name}({approval.arguments}), "
+            f"not for this {tool.name} call"
+        )
     if status == "pending":
         turn.still_pending.append(approval.id)
         raise ApprovalRequired(f"{tool.name} still needs approval")
-    if status == "approved":
-        return await _execute(turn, tool, definition, tool_call, approval)
     if status == "executed":
         # Already ran (the run was taken over after the result was recorded): same answer.
         return approval.result or ""

@@ -208,9 +208,11 @@ class Runner:
             current_turn.reset(token)
 
     async def _run_turn(self, run: Run, turn: TurnContext) -> RunOutcome:
-        if run.turn > 0:  # approvals are only ever written by a pause, which counts turns
-            turn.approvals = {a.tool_call_id: a for a in await self.repo.approvals_for_run(run.id)}
         history = [Message.from_dict(m) for m in run.history]
+        if history and history[-1].role != "user":
+            # Resuming a pause: its calls are answered by the approvals of this turn only.
+            approvals = await self.repo.approvals_for_turn(run.id, run.turn)
+            turn.approvals = {a.tool_call_id: a for a in approvals}
         last: Any = None
         try:
             conversation = self.model(run.model_id).conversation(
@@ -254,6 +256,7 @@ class Runner:
             worker=self.worker_id,
             history=[m.to_dict() for m in history],
             drafts=turn.drafts,
+            still_pending=turn.still_pending,
             lease_until=self._lease_until(),
             now=self.clock(),
         )

@@ -49,6 +49,7 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(16), index=True)
     model_id: Mapped[str] = mapped_column(String(255))
     history: Mapped[list] = mapped_column(JSON, default=list)
+    # Counts requests and pauses; approvals carry the turn of the pause that asked for them.
     turn: Mapped[int] = mapped_column(Integer, default=0)
     answer: Mapped[str | None] = mapped_column(Text, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -62,7 +63,8 @@ class Run(Base):
 class Approval(Base):
     __tablename__ = "approvals"
     __table_args__ = (
-        UniqueConstraint("run_id", "tool_call_id", name="uq_approvals_run_tool_call"),
+        # Per turn: providers may reuse tool call ids ("call_0") from one response to the next.
+        UniqueConstraint("run_id", "turn", "tool_call_id", name="uq_approvals_run_turn_call"),
         # id too: pages are ordered by (created_at, id), so the index serves the ORDER BY.
         Index("ix_approvals_status_created", "status", "created_at", "id"),
         Index("ix_approvals_channel_status", "team_id", "channel", "status", "created_at", "id"),

@@ -224,7 +224,7 @@ RUN_BY_KEY = f"SELECT {RUNS.columns} FROM runs WHERE conversation_key = :key"
 INSERT_RUN = _insert(RUNS, "runs", " ON CONFLICT (conversation_key) DO NOTHING")
 CONTINUE_RUN = (
     "UPDATE runs SET status = 'running', requester = :requester, model_id = :model_id, "
-    "history = :history, answer = NULL, error = NULL, lease_owner = :lease_owner, "
+    "history = :history, turn = :turn, answer = NULL, error = NULL, lease_owner = :lease_owner, "
     "lease_expires_at = :lease_expires_at, updated_at = :updated_at "
     f"WHERE id = :id AND status IN ({_FINISHED})"
 )
@@ -276,9 +276,11 @@ CANCEL_PENDING_APPROVALS = (
 )
 
 APPROVAL_BY_ID = f"SELECT {APPROVALS.columns} FROM approvals WHERE id = :id"
-APPROVAL_FOR_CALL = (
-    f"SELECT {APPROVALS.columns} FROM approvals "
-    "WHERE run_id = :run_id AND tool_call_id = :tool_call_id"
+APPROVALS_FOR_TURN = (
+    f"SELECT {APPROVALS.columns} FROM approvals WHERE run_id = :run_id AND turn = :turn"
+)
+RETAG_STILL_PENDING = (
+    "UPDATE approvals SET turn = :turn WHERE id = :id AND run_id = :run_id AND status = 'pending'"
 )
 APPROVALS_FOR_RUN = f"SELECT {APPROVALS.columns} FROM approvals WHERE run_id = :run_id ORDER BY id"
 INSERT_APPROVAL = _insert(APPROVALS, "approvals")
@@ -561,6 +563,9 @@ class Repository:
                 requester=requester,
                 model_id=model_id,
                 history=[*values["history"], *new_messages],
+                # A new request is a new turn: approvals of earlier turns never answer its
+                # calls, even when a provider reuses tool call ids like "call_0".
+                turn=values["turn"] + 1,
                 answer=None,
                 error=None,
                 lease_owner=worker,
@@ -597,6 +602,7 @@ class Repository:
         drafts: Sequence[ApprovalDraft],
         lease_until: datetime,
         now: datetime,
+        still_pending: Sequence[str] = (),
     ) -> PauseOutcome:
         """Store the paused history and its new pending approvals in one transaction.
 
@@ -611,6 +617,13 @@ class Repository:
             if row is None:
                 raise LeaseLost(run_id)
             turn, requester, team_id, channel, thread_ts = row
+            if still_pending:
+                # Approvals of an earlier pause that are still waiting: this pause waits on
+                # them too, and the next resume must find them under this turn.
+                tx.executemany(
+                    RETAG_STILL_PENDING,
+                    [{"turn": turn, "id": i, "run_id": run_id} for i in still_pending],
+                )
             rows = [
                 {
                     "id": draft.id,
@@ -758,10 +771,12 @@ class Repository:
 
         return await self.database.run(body, READ_ONE)
 
-    async def approval_for_call(self, run_id: str, tool_call_id: str) -> Approval | None:
-        def body(tx: Tx) -> Approval | None:
-            row = tx.one(APPROVAL_FOR_CALL, {"run_id": run_id, "tool_call_id": tool_call_id})
-            return None if row is None else APPROVALS.load(tx, row)
+    async def approvals_for_turn(self, run_id: str, turn: int) -> list[Approval]:
+        """The approvals requested by a run's pause number ``turn``."""
+
+        def body(tx: Tx) -> list[Approval]:
+            rows = tx.all(APPROVALS_FOR_TURN, {"run_id": run_id, "turn": turn})
+            return [APPROVALS.load(tx, row) for row in rows]
 
         return await self.database.run(body, READ_ONE)
 

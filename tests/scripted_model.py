@@ -39,7 +39,12 @@ class ScriptedModel(llm.AsyncModel):
         script = _script(text)
         for call in script.get("tool_calls", []):
             response.add_tool_call(
-                llm.ToolCall(name=call["name"], arguments=call.get("arguments") or {})
+                llm.ToolCall(
+                    name=call["name"],
+                    arguments=call.get("arguments") or {},
+                    # Some providers number calls per response ("call_0"): tests can too.
+                    tool_call_id=call.get("id"),
+                )
             )
         yield script.get("say", f"You said: {text}")
 

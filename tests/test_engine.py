@@ -404,3 +404,29 @@ async def test_storage_failure_in_the_gate_fails_the_run_loudly(
     assert resumed.status == "failed"
     assert resumed.error is not None and "storage is on fire" in resumed.error
     assert executed("restart_service") == [], "the gate failed before the tool ran"
+
+
+async def test_a_reused_tool_call_id_in_a_follow_up_needs_its_own_approval(
+    runner: Runner, repo: Repository
+) -> None:
+    def numbered(service: str) -> str:
+        return json.dumps(
+            {
+                "tool_calls": [
+                    {"name": "restart_service", "arguments": {"service": service}, "id": "call_0"}
+                ]
+            }
+        )
+
+    first = await runner.start(request(numbered("payments")))
+    await runner.decide(first.new_approvals[0].id, actor="U0APPROVER1", approve=True)
+    assert (await runner.resume(first.run_id)).status == "completed"
+
+    # Same thread, same provider-style id, another call: a new approval, not the old one.
+    follow_up = await runner.start(request(numbered("billing")))
+    assert follow_up.status == "paused"
+    assert [a.arguments for a in follow_up.new_approvals] == [{"service": "billing"}]
+    await runner.decide(follow_up.new_approvals[0].id, actor="U0APPROVER1", approve=True)
+    done = await runner.resume(follow_up.run_id)
+    assert done.status == "completed" and "restarted billing" in (done.answer or "")
+    assert executed("restart_service") == [{"service": "payments"}, {"service": "billing"}]

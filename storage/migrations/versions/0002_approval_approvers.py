@@ -1,4 +1,4 @@
-"""Index who may decide each approval and the order pages are listed in; drop an unused index.
+"""Approvals keyed by turn; index who may decide them and their listing order.
 
 "/approvals" (what may I approve) scanned the JSON approvers list of every pending approval:
 78 ms at 100,000 pending rows. One row per (approver, approval) makes it an index lookup.
@@ -20,6 +20,12 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # Tool call ids are only unique within one model response: key approvals by turn too.
+    with op.batch_alter_table("approvals") as batch:
+        batch.drop_constraint("uq_approvals_run_tool_call", type_="unique")
+        batch.create_unique_constraint(
+            "uq_approvals_run_turn_call", ["run_id", "turn", "tool_call_id"]
+        )
     op.create_table(
         "approval_approvers",
         sa.Column("approver", sa.String(64), primary_key=True),
@@ -61,3 +67,6 @@ def downgrade() -> None:
     op.create_index("ix_approvals_status_created", "approvals", ["status", "created_at"])
     op.create_index("ix_approvals_run_turn_status", "approvals", ["run_id", "turn", "status"])
     op.drop_table("approval_approvers")
+    with op.batch_alter_table("approvals") as batch:
+        batch.drop_constraint("uq_approvals_run_turn_call", type_="unique")
+        batch.create_unique_constraint("uq_approvals_run_tool_call", ["run_id", "tool_call_id"])
