@@ -221,7 +221,10 @@ async def _execute(
         await turn.repo.cancel_approved(approval.id, reason=reason, now=turn.clock())
         return f"Cancelled: {reason}. The call was not run."
     if not await turn.repo.begin_execution(approval.id, now=turn.clock()):
-        return f"Not run: approval {approval.id} was already being executed elsewhere."
+        return (
+            f"Outcome unknown here: approval {approval.id} is being executed by another "
+            "worker. Do not ask for the same call again."
+        )
     try:
         result = await call_tool(tool, tool_call)
     except Exception as exc:

@@ -66,7 +66,7 @@ class RunOutcome:
     """Where a run stands after the runner let go of it; what the caller should show."""
 
     run_id: str
-    status: str  # completed | paused | failed | cancelled | busy
+    status: str  # completed | paused | failed | cancelled | busy | handed_over
     answer: str | None = None
     error: str | None = None
     new_approvals: list[Approval] = field(default_factory=list)
@@ -199,6 +199,11 @@ class Runner:
         heartbeat = asyncio.create_task(self._renew_lease(run.id))
         try:
             return await self._run_turn(run, turn)
+        except LeaseLost:
+            # Another worker took the run over (this one stalled past its lease): the run is
+            # theirs to finish and to report, so say nothing in the thread.
+            log.warning("run %s: lease lost; the worker that took it over carries on", run.id)
+            return RunOutcome(run_id=run.id, status="handed_over", run=run)
         except Exception as exc:  # model errors, chain limit, storage failures while saving
             return await self._fail(run, exc)
         finally:
@@ -329,7 +334,10 @@ class Runner:
             expiry = await self.repo.expire(
                 approval_id, worker=self.worker_id, lease_until=self._lease_until(), now=now
             )
-            current = expiry.approval if expiry else current
+            if expiry is None:  # the sweeper expired it first
+                current = await self.repo.get_approval(approval_id) or current
+            else:
+                current = expiry.approval
             raise ApprovalExpired(describe_status(current), current, expiry)
         if current.status == "expired":
             raise ApprovalExpired(describe_status(current), current, None)

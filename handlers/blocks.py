@@ -313,7 +313,7 @@ def render_approvals_page(
 
 
 def _list_item(approval: Approval, now: datetime, permalink: str | None) -> list[Block]:
-    summary, _ = truncated(
+    summary, cut = truncated(
         ", ".join(
             f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in approval.arguments.items()
         ),
@@ -331,7 +331,8 @@ def _list_item(approval: Approval, now: datetime, permalink: str | None) -> list
                 f" · expires {slack_date(approval.expires_at)}{link}",
             },
         },
-        decision_buttons(approval, with_arguments_button=False),
+        # Nobody approves arguments they could not read: offer the whole of them.
+        decision_buttons(approval, with_arguments_button=cut),
     ]
 
 
@@ -377,6 +378,9 @@ def split_for_slack(text: str, limit: int = MESSAGE_TEXT_LIMIT) -> list[str]:
         cut = remaining.rfind("\n", 0, limit)
         if cut < limit // 2:
             cut = limit
+            entity = remaining.rfind("&", cut - 5, cut)
+            if entity != -1 and ";" not in remaining[entity:cut]:
+                cut = entity  # never split an escaped character like &amp;
         chunks.append(remaining[:cut])
         remaining = remaining[cut:].lstrip("\n")
     chunks.append(remaining)

@@ -83,9 +83,8 @@ class Publisher:
     async def _say(
         self, run: Run, text: str, progress_ts: str | None, *, escape_text: bool = True
     ) -> None:
-        chunks = split_for_slack(text)
-        if escape_text:
-            chunks = [escape(chunk) for chunk in chunks]
+        # Escape first: escaping can make text several times longer than Slack's limit.
+        chunks = split_for_slack(escape(text) if escape_text else text)
         try:
             first, rest = chunks[0], chunks[1:]
             if progress_ts:

@@ -17,8 +17,12 @@ EVENT_MEMORY = timedelta(days=2)  # Slack retries for minutes; two days is plent
 
 
 async def sweep_once(services: Services) -> None:
+    # Each expiry's resume runs a model: as a task of its own, one slow or failing resume
+    # neither holds up nor drops the others (their expiry is already committed).
     for expiry in await services.runner.expire_due():
-        await after_expiry(services, expiry)
+        services.background.spawn(
+            after_expiry(services, expiry), name=f"expired {expiry.approval.id}"
+        )
     for outcome in await services.runner.recover_stale_runs():
         await services.publisher.outcome(outcome)
         await refresh_settled_cards(services, outcome.run_id)

@@ -353,3 +353,12 @@ def test_long_answers_are_split_at_line_breaks() -> None:
     chunks = split_for_slack(text)
     assert len(chunks) > 1 and all(len(c) <= MESSAGE_TEXT_LIMIT for c in chunks)
     assert "\n".join(chunks) == text
+
+
+def test_escaping_never_pushes_a_message_past_slacks_limit() -> None:
+    from handlers.blocks import MESSAGE_TEXT_LIMIT, escape, split_for_slack
+
+    text = "a<b&" * 3000
+    chunks = split_for_slack(escape(text))
+    assert all(len(c) <= MESSAGE_TEXT_LIMIT for c in chunks)
+    assert "".join(chunks) == escape(text), "no escaped character is cut in two"
