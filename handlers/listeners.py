@@ -9,11 +9,14 @@ a model.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.clock import utcnow
 from bot.runner import NotAllowed, Request, ensure_may_decide
@@ -21,6 +24,8 @@ from handlers import blocks
 from handlers.decisions import approval_clicked_here, decide_from_slack
 from handlers.services import Services
 from storage.repository import PendingFilter
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE = 10
 COUNT_AHEAD = 990
@@ -167,23 +172,33 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
             "response_url": body.get("response_url", ""),
         }
         # trigger_id lives 3 seconds: open the modal now, in the acknowledgement path.
-        await client.views_open(
-            trigger_id=body["trigger_id"], view=blocks.render_deny_modal(approval, metadata)
-        )
+        try:
+            await client.views_open(
+                trigger_id=body.get("trigger_id", ""),
+                view=blocks.render_deny_modal(approval, metadata),
+            )
+        except SlackApiError as exc:
+            log.error("approval %s: could not open the deny form: %s", approval_id, exc)
+            await tell(":warning: Slack did not open the deny form in time; click Deny again.")
 
     @app.view(blocks.DENY_MODAL)
     async def on_deny_reason(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
         await ack()
-        metadata = json.loads(view.get("private_metadata") or "{}")
+        metadata = json_object(view.get("private_metadata"))
         values = view.get("state", {}).get("values", {})
         reason = values.get(blocks.REASON_BLOCK, {}).get(blocks.REASON_INPUT, {}).get("value")
         actor = body["user"]["id"]
         team = (body.get("team") or {}).get("id", "") or metadata.get("team", "")
         channel = metadata.get("channel") or None
+        response_url = metadata.get("response_url") or ""
 
         async def tell(text: str) -> None:
             if channel:
                 await services.publisher.ephemeral(channel=channel, user=actor, text=text)
+            elif response_url:  # denied from an /approvals list, which has no channel of its own
+                await AsyncWebhookClient(response_url, session=services.client.session).send(
+                    text=text, response_type="ephemeral", replace_original=False
+                )
 
         services.background.spawn(
             decide_from_slack(
@@ -219,6 +234,16 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         )
 
 
+def json_object(text: Any) -> dict[str, Any]:
+    """A JSON object from a value we put on a button or modal; {} for anything else."""
+    try:
+        value = json.loads(text or "{}")
+    except (TypeError, ValueError):
+        log.warning("ignoring a malformed value sent back by Slack: %.200r", text)
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 # -- /approvals --------------------------------------------------------------------------
 
 VIEWS = {"": "approve", "list": "approve", "mine": "mine", "all": "all"}
@@ -245,7 +270,7 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
         ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
     ) -> None:
         await ack()
-        wanted = json.loads(action.get("value") or "{}")
+        wanted = json_object(action.get("value"))
         command = {
             "team_id": (body.get("team") or {}).get("id", ""),
             "team_domain": (body.get("team") or {}).get("domain", ""),
@@ -254,7 +279,8 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
             or (body.get("container") or {}).get("channel_id", ""),
         }
         view = wanted.get("view") if wanted.get("view") in VIEWS.values() else "approve"
-        page = max(int(wanted.get("page", 0)), 0)
+        page = wanted.get("page") if isinstance(wanted.get("page"), int) else 0
+        page = max(page, 0)
         text, page_blocks = await approvals_page(services, command, view, page)
         await respond(text=text, blocks=page_blocks, replace_original=True)
 

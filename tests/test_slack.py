@@ -362,3 +362,38 @@ def test_escaping_never_pushes_a_message_past_slacks_limit() -> None:
     chunks = split_for_slack(escape(text))
     assert all(len(c) <= MESSAGE_TEXT_LIMIT for c in chunks)
     assert "".join(chunks) == escape(text), "no escaped character is cut in two"
+
+
+async def test_deny_from_the_approvals_list_answers_there(slack: Harness) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    await slack.server.slash_command("U0APPROVER1", CHANNEL, text="")
+    [listing] = [m for m in slack.server.ephemerals_for("U0APPROVER1") if has_buttons(m)]
+    await slack.server.click("U0APPROVER1", listing, "approval_deny")
+    [opened] = slack.server.views.values()
+    await slack.server.submit_view(
+        "U0APPROVER1",
+        opened.id,
+        {"deny_reason": {"reason": {"type": "plain_text_input", "value": "not today"}}},
+    )
+    await slack.settle()
+    assert executed("restart_service") == []
+    assert any("Denied `restart_service`" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+
+
+async def test_malformed_values_get_a_clear_page_not_an_error(
+    slack: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    before = len(slack.server.responses)
+    with caplog.at_level(logging.WARNING):
+        for value in ("not json", "[1, 2]", '{"view": "all", "page": "two"}'):
+            reply = await slack.server.click_raw(
+                "U0APPROVER1", CHANNEL, "approvals_page", value, is_ephemeral=True
+            )
+            assert reply.status == 200
+        await slack.settle()
+    # Each got the first page of what U0APPROVER1 may approve, through its response_url.
+    answers = slack.server.responses[before:]
+    assert len(answers) == 3
+    assert all("restart_service" in json.dumps(a.body) for a in answers)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
