@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -156,8 +157,28 @@ async def _approvals_list(repo: Repository, config: Config, args: argparse.Names
     return EXIT_OK
 
 
+def _slack_services(repo: Repository, runner: Runner, config: Config) -> Any:
+    """Slack, when ``SLACK_BOT_TOKEN`` is set: decisions made here then edit their cards and
+    the resumed run answers in its thread, as if the button had been clicked."""
+    if not os.environ.get("SLACK_BOT_TOKEN"):
+        return None
+    from handlers.services import Services, SlackSettings
+
+    settings = SlackSettings.from_env(web_api_only=True)
+    return Services.create(repo, config, runner, settings.web_client())
+
+
 async def _approvals_decide(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    from handlers.decisions import after_expiry, resume_and_publish
+
     runner = Runner(repo, config)
+    slack = _slack_services(repo, runner, config)
+
+    async def resume(run_id: str) -> None:
+        outcome = await (resume_and_publish(slack, run_id) if slack else runner.resume(run_id))
+        if outcome is not None:
+            _print_outcome(outcome)
+
     try:
         decision = await runner.decide(
             args.approval_id, actor=args.actor, approve=args.approve, reason=args.reason
@@ -165,24 +186,33 @@ async def _approvals_decide(repo: Repository, config: Config, args: argparse.Nam
     except DecisionRefused as refused:
         print(f"refused ({refused.code}): {refused}", file=sys.stderr)
         expiry = getattr(refused, "expiry", None)
-        if expiry is not None and expiry.resume_claimed:
-            _print_outcome(await runner.resume(expiry.approval.run_id))
+        if expiry is not None and slack:
+            await after_expiry(slack, expiry)
+        elif expiry is not None and expiry.resume_claimed:
+            await resume(expiry.approval.run_id)
         return EXIT_REFUSED
     verb = "Approved" if args.approve else "Denied"
     print(f"{verb} {decision.approval.id} ({decision.approval.tool_name}) as {args.actor}.")
+    if slack:
+        await slack.publisher.refresh_card(decision.approval.id)
     if decision.resume_claimed:
-        _print_outcome(await runner.resume(decision.approval.run_id))
+        await resume(decision.approval.run_id)
     else:
         print("The run waits for its other approvals.")
     return EXIT_OK
 
 
 async def _approvals_expire(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    from handlers.decisions import after_expiry
+
     runner = Runner(repo, config)
+    slack = _slack_services(repo, runner, config)
     outcomes = await runner.expire_due()
     for expiry in outcomes:
         print(f"expired {expiry.approval.id} ({expiry.approval.tool_name})")
-        if expiry.resume_claimed:
+        if slack:
+            await after_expiry(slack, expiry)
+        elif expiry.resume_claimed:
             _print_outcome(await runner.resume(expiry.approval.run_id))
     if not outcomes:
         print("No approvals were overdue.")

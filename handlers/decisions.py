@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from bot.runner import ApprovalExpired, DecisionRefused
+from bot.runner import ApprovalExpired, DecisionRefused, RunOutcome
 from handlers.blocks import escape
 from handlers.publish import RESUMING
 from handlers.services import Services
@@ -84,15 +84,16 @@ async def decide_from_slack(
         await resume_and_publish(services, decision.approval.run_id)
 
 
-async def resume_and_publish(services: Services, run_id: str) -> None:
+async def resume_and_publish(services: Services, run_id: str) -> RunOutcome | None:
     """Resume a run this worker claimed, tell its thread, and settle its cards."""
     run = await services.repo.get_run(run_id)
     if run is None:
-        return
+        return None
     progress = await services.publisher.progress(run.channel, run.thread_ts, RESUMING)
     outcome = await services.runner.resume(run_id)
     await services.publisher.outcome(outcome, progress_ts=progress)
     await refresh_settled_cards(services, run_id)
+    return outcome
 
 
 async def refresh_settled_cards(services: Services, run_id: str) -> None:

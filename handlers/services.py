@@ -34,13 +34,19 @@ class SlackSettings:
 
     @classmethod
     def from_env(
-        cls, environ: Mapping[str, str] | None = None, *, socket_mode: bool = False
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        socket_mode: bool = False,
+        web_api_only: bool = False,
     ) -> SlackSettings:
+        """``web_api_only``: for calling Slack (the CLI), not for receiving its requests."""
         env = os.environ if environ is None else environ
+        receives = not (socket_mode or web_api_only)
         missing = [
             name
             for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET")
-            if not env.get(name) and not (socket_mode and name == "SLACK_SIGNING_SECRET")
+            if not env.get(name) and (receives or name == "SLACK_BOT_TOKEN")
         ]
         if socket_mode and not env.get("SLACK_APP_TOKEN"):
             missing.append("SLACK_APP_TOKEN")

@@ -397,3 +397,44 @@ async def test_malformed_values_get_a_clear_page_not_an_error(
     assert len(answers) == 3
     assert all("restart_service" in json.dumps(a.body) for a in answers)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_decision_from_the_cli_edits_the_card_and_answers_the_thread(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.cli import main
+
+    # The CLI reaches the database by URL, as a user's shell would: a SQLite file here.
+    database_url = f"sqlite:///{tmp_path / 'shared.db'}"
+    repo = await Repository.open(database_url)
+    config_file = tmp_path / "bot.toml"
+    config_file.write_text(
+        'model = "scripted"\n'
+        'tools = ["tests.ops_tools:get_status", "tests.ops_tools:restart_service"]\n'
+        '[policies.restart_service]\napprovers = ["U0APPROVER1"]\n'
+    )
+    async with running_bot(make_config(), repo) as slack:
+        reply = await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+        [card] = slack.cards()
+        [approval_id] = await pending_ids(repo)
+        monkeypatch.setenv("DATABASE_URL", database_url)
+        monkeypatch.setenv("SLACK_BOT_TOKEN", slack.server.bot_token)
+        monkeypatch.setenv("SLACK_API_URL", slack.server.api_url)
+        argv = [
+            "--config",
+            str(config_file),
+            "approvals",
+            "decide",
+            approval_id,
+            "--approve",
+            "--as",
+            "U0APPROVER1",
+        ]
+        code = await asyncio.to_thread(main, argv)
+        assert code == 0
+        card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
+        assert card is not None and not has_buttons(card)
+        assert "Approved* by <@U0APPROVER1>" in json.dumps(card.blocks)
+        assert "Results: restart_service=restarted db" in [m.text for m in slack.thread_of(reply)]
+    await repo.close()
+    assert executed("restart_service") == [{"service": "db"}]
