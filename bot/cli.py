@@ -63,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     show = run_commands.add_parser("show", help="a run, its approvals and its audit trail")
     show.add_argument("run_id", metavar="ID")
     show.add_argument("--json", action="store_true")
+    cancel = run_commands.add_parser(
+        "cancel", help="stop a run that waits for approvals; they are cancelled too"
+    )
+    cancel.add_argument("run_id", metavar="ID")
+    cancel.add_argument("--as", dest="actor", required=True, metavar="USER")
+    cancel.add_argument("--reason", default="cancelled from the command line")
 
     ask = commands.add_parser("ask", help="run a request from the terminal (no Slack)")
     ask.add_argument("text")
@@ -260,6 +266,25 @@ async def _runs_show(repo: Repository, config: Config, args: argparse.Namespace)
     return EXIT_OK
 
 
+async def _runs_cancel(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    runner = Runner(repo, config)
+    reason = f"{args.reason} (by {args.actor})"
+    if not await repo.cancel_run(args.run_id, reason=reason, actor=args.actor, now=runner.clock()):
+        run = await repo.get_run(args.run_id)
+        state = f"it is {run.status}" if run else "there is no such run"
+        print(
+            f"refused: only a run waiting for approvals can be cancelled; {state}", file=sys.stderr
+        )
+        return EXIT_REFUSED
+    print(f"run {args.run_id}: cancelled")
+    slack = _slack_services(repo, runner, config)
+    if slack:
+        from handlers.decisions import announce_cancelled
+
+        await announce_cancelled(slack, args.run_id)
+    return EXIT_OK
+
+
 async def _ask(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     runner = Runner(repo, config)
     outcome = await runner.start(
@@ -276,6 +301,7 @@ _COMMANDS = {
     ("approvals", "decide"): _approvals_decide,
     ("approvals", "expire"): _approvals_expire,
     ("runs", "show"): _runs_show,
+    ("runs", "cancel"): _runs_cancel,
     ("ask", ""): _ask,
 }
 

@@ -109,9 +109,15 @@ async def after_expiry(services: Services, expiry: ExpiryOutcome) -> None:
     if expiry.resume_claimed:
         await resume_and_publish(services, expiry.approval.run_id)
     elif expiry.run_cancelled:
-        run = await services.repo.get_run(expiry.approval.run_id)
-        if run is not None:
-            await services.publisher.run_cancelled(run, run.error or "an approval expired")
-            for approval in await services.repo.approvals_for_run(run.id):
-                if approval.status == "cancelled" and approval.card_ts:
-                    await services.publisher.refresh_card(approval.id)
+        await announce_cancelled(services, expiry.approval.run_id)
+
+
+async def announce_cancelled(services: Services, run_id: str) -> None:
+    """Tell a cancelled run's thread why, and take the buttons off its cancelled cards."""
+    run = await services.repo.get_run(run_id)
+    if run is None:
+        return
+    await services.publisher.run_cancelled(run, run.error or "cancelled")
+    for approval in await services.repo.approvals_for_run(run.id):
+        if approval.status == "cancelled" and approval.card_ts:
+            await services.publisher.refresh_card(approval.id)

@@ -228,7 +228,6 @@ CONTINUE_RUN = (
     "lease_expires_at = :lease_expires_at, updated_at = :updated_at "
     f"WHERE id = :id AND status IN ({_FINISHED})"
 )
-SET_PROGRESS = "UPDATE runs SET progress_ts = :ts WHERE id = :id"
 RENEW_LEASE = (
     "UPDATE runs SET lease_expires_at = :lease_until WHERE id = :id AND lease_owner = :worker"
 )
@@ -545,7 +544,6 @@ class Repository:
                     "turn": 0,
                     "answer": None,
                     "error": None,
-                    "progress_ts": None,
                     "lease_owner": worker,
                     "lease_expires_at": lease_until,
                     "created_at": now,
@@ -578,12 +576,6 @@ class Repository:
             return RUNS.build(values)
 
         return await self.database.run(body, WRITE)
-
-    async def set_progress_message(self, run_id: str, ts: str | None) -> None:
-        def body(tx: Tx) -> None:
-            tx.execute(SET_PROGRESS, {"id": run_id, "ts": ts})
-
-        await self.database.run(body, WRITE)
 
     async def renew_lease(self, run_id: str, worker: str, lease_until: datetime) -> None:
         def body(tx: Tx) -> None:

@@ -76,6 +76,26 @@ def test_ask_list_decide_show(config_file: Path, capsys: pytest.CaptureFixture[s
     assert code == 1 and "no run run_missing" in err
 
 
+def test_cancel_a_waiting_run(config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = ["--config", str(config_file)]
+    call = {"name": "restart_service", "arguments": {"service": "db"}}
+    run_cli(capsys, *cfg, "ask", json.dumps({"tool_calls": [call]}), "--as", "U0REQUESTER")
+    [listed] = json.loads(run_cli(capsys, *cfg, "approvals", "list", "--json")[1])
+
+    code, out, _ = run_cli(capsys, *cfg, "runs", "cancel", listed["run_id"], "--as", "U0OPS")
+    assert code == 0 and "cancelled" in out
+    shown = json.loads(run_cli(capsys, *cfg, "runs", "show", listed["run_id"], "--json")[1])
+    assert shown["status"] == "cancelled" and "by U0OPS" in shown["error"]
+    assert [a["status"] for a in shown["approvals"]] == ["cancelled"]
+
+    code, _, err = run_cli(capsys, *cfg, "runs", "cancel", listed["run_id"], "--as", "U0OPS")
+    assert code == 1 and "it is cancelled" in err
+    code, _, err = run_cli(
+        capsys, *cfg, "approvals", "decide", listed["id"], "--approve", "--as", "U0APPROVER1"
+    )
+    assert code == 1 and "cancelled" in err
+
+
 def test_decide_needs_a_verdict(config_file: Path) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--config", str(config_file), "approvals", "decide", "apr_x", "--as", "U1"])

@@ -29,7 +29,6 @@ def upgrade() -> None:
         sa.Column("turn", sa.Integer(), nullable=False),
         sa.Column("answer", sa.Text(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.Column("progress_ts", sa.String(64), nullable=True),
         sa.Column("lease_owner", sa.String(128), nullable=True),
         sa.Column("lease_expires_at", sa.DateTime(), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
