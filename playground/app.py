@@ -93,6 +93,7 @@ async def running_playground(
     )
     from playground.page import add_page_routes
 
+    server.keep_messages_in(data_dir / "slack-messages.json")
     server.route_hooks.append(lambda app: add_page_routes(app, server, PEOPLE, CHANNEL))
     await server.start(host, port)
     settings = SlackSettings(

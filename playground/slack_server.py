@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import hashlib
 import hmac
 import itertools
@@ -42,6 +43,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypedDict, Unpack
 from urllib.parse import urlencode
@@ -521,6 +523,8 @@ class SlackServer:
         }
         # More routes on the same port (the playground's page); applied at start().
         self.route_hooks: list[Callable[[web.Application], None]] = []
+        # Where messages are kept between runs (the playground); None keeps them in memory.
+        self.state_file: Path | None = None
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._base_url: str | None = None
@@ -624,6 +628,25 @@ class SlackServer:
             client_msg_id=str(uuid.uuid4()),
         )
 
+    def keep_messages_in(self, path: Path) -> None:
+        """Load the messages kept at ``path`` and keep every change there from now on.
+
+        Slack keeps a channel's history; so does the playground, across restarts. Triggers,
+        response URLs and open modals are short-lived in Slack too and are not kept.
+        """
+        self.state_file = path
+        if path.exists():
+            self.messages = [Message(**fields) for fields in json.loads(path.read_text())]
+            stamps = [int(m.ts.replace(".", "")) for m in self.messages]
+            self._last_ts_micros = max([self._last_ts_micros, *stamps])
+
+    def _save_messages(self) -> None:
+        if self.state_file is None:
+            return
+        temporary = self.state_file.with_suffix(".tmp")
+        temporary.write_text(json.dumps([dataclasses.asdict(m) for m in self.messages]))
+        temporary.replace(self.state_file)  # never a half-written file
+
     def _next_ts(self) -> str:
         """A unique, increasing ts near the current time, as Slack assigns them."""
         micros = max(int(self.clock() * 1_000_000), self._last_ts_micros + 1)
@@ -669,6 +692,7 @@ class SlackServer:
             client_msg_id=client_msg_id,
         )
         self.messages.append(message)
+        self._save_messages()
         return message
 
     def _post_as_bot(self, channel: str, text: str, blocks: list[Json], **kw: Any) -> Message:
@@ -724,6 +748,7 @@ class SlackServer:
         self.calls.append(call)
         status, body, headers = self._answer(call, token, parse_error)
         call.status, call.response = status, body
+        self._save_messages()
         return web.json_response(body, status=status, headers=headers)
 
     def _answer(
@@ -1003,6 +1028,7 @@ class SlackServer:
         self.responses.append(call)
         try:
             call.message = self._respond(url_id, body)
+            self._save_messages()
         except _ApiError as exc:
             gone = exc.error in {"invalid_url", "expired_url", "used_up"}
             call.status, call.error = (404 if gone else 400), exc.error

@@ -383,3 +383,23 @@ def test_playground_config_uses_your_file_and_keeps_data_in_its_directory(
     mine = playground_config(tmp_path, config_path=str(own), model="scripted")
     assert mine.model == "scripted" and [t.name for t in mine.tools] == ["get_status"]
     assert mine.database_url.endswith(str(tmp_path / "approval-bot.db"))
+
+
+async def test_the_playground_keeps_its_channel_across_restarts(tmp_path: Path) -> None:
+    from playground.app import running_playground
+
+    async with running_playground(data_dir=tmp_path) as first:
+        reply = await first.server.mention("U0REQUESTER", "C0OPS", "<@U0BOT> restart payments")
+        assert reply.status == 200
+        await first.settle()
+        before = [(m.ts, m.text) for m in first.server.messages]
+    assert any("Approval needed" in text for _, text in before)
+
+    async with running_playground(data_dir=tmp_path) as second:
+        assert [(m.ts, m.text) for m in second.server.messages] == before
+        [card] = [m for m in second.server.messages if "approval_summary" in str(m.blocks)]
+        # The card's buttons still work after the restart: the approval is in the database.
+        await second.server.click("U0APPROVER1", card, "approval_approve")
+        await second.settle()
+        assert any("restarted payments" in m.text for m in second.server.messages)
+        assert second.server.messages[-1].ts > before[-1][0]
