@@ -278,9 +278,9 @@ APPROVAL_BY_ID = f"SELECT {APPROVALS.columns} FROM approvals WHERE id = :id"
 APPROVALS_FOR_TURN = (
     f"SELECT {APPROVALS.columns} FROM approvals WHERE run_id = :run_id AND turn = :turn"
 )
-RETAG_STILL_PENDING = (
-    "UPDATE approvals SET turn = :turn WHERE id = :id AND run_id = :run_id AND status = 'pending'"
-)
+# Whatever their status by now: one decided since the gate saw it pending must still be
+# found by the resume that its decision makes possible.
+RETAG_STILL_PENDING = "UPDATE approvals SET turn = :turn WHERE id = :id AND run_id = :run_id"
 APPROVALS_FOR_RUN = f"SELECT {APPROVALS.columns} FROM approvals WHERE run_id = :run_id ORDER BY id"
 INSERT_APPROVAL = _insert(APPROVALS, "approvals")
 INSERT_APPROVER = (

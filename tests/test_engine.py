@@ -430,3 +430,36 @@ async def test_a_reused_tool_call_id_in_a_follow_up_needs_its_own_approval(
     done = await runner.resume(follow_up.run_id)
     assert done.status == "completed" and "restarted billing" in (done.answer or "")
     assert executed("restart_service") == [{"service": "payments"}, {"service": "billing"}]
+
+
+async def test_a_decision_landing_while_the_run_re_pauses_is_kept(
+    runner: Runner, repo: Repository
+) -> None:
+    paused = await runner.start(request(calls(("restart_service", {"service": "db"}))))
+    [approval] = paused.new_approvals
+    run = await repo.get_run(paused.run_id)
+    assert run is not None
+    # A worker drives the run (it was taken over) and its gate finds the approval pending...
+    await repo.execute_sql(
+        "UPDATE runs SET status = 'running', lease_owner = 'worker-a', "
+        "lease_expires_at = :until WHERE id = :id",
+        {"until": runner.clock() + timedelta(minutes=5), "id": run.id},
+    )
+    # ...the decision lands meanwhile (it cannot resume a run that is not paused)...
+    decision = await runner.decide(approval.id, actor="U0APPROVER1", approve=True)
+    assert not decision.resume_claimed
+    # ...and the worker pauses again, waiting on that approval.
+    pause = await repo.save_pause(
+        run.id,
+        worker="worker-a",
+        history=run.history,
+        drafts=[],
+        still_pending=[approval.id],
+        lease_until=runner.clock() + timedelta(minutes=5),
+        now=runner.clock(),
+    )
+    assert pause.resume_claimed, "nothing is pending any more: the pausing worker resumes"
+    resumed = await runner.resume(run.id)
+    assert resumed.status == "completed"
+    assert executed("restart_service") == [{"service": "db"}]
+    assert len(await repo.approvals_for_run(run.id)) == 1, "no second card for the same call"
