@@ -146,22 +146,17 @@ class Runner:
 
     async def start(self, request: Request) -> RunOutcome:
         """Run a request; a follow-up in the same conversation continues its history."""
-        key = request.key()
-        existing = await self.repo.get_run_by_conversation(key)
-        new_messages = []
-        if existing is None:
-            system = self.config.system_prompt
-            if request.context:
-                system = f"{system}\n\n{request.context}"
-            new_messages.append(_message("system", system))
-        new_messages.append(_message("user", request.text))
+        system = self.config.system_prompt
+        if request.context:
+            system = f"{system}\n\n{request.context}"
         try:
             run = await self.repo.open_run(
                 run_id=new_run_id(),
-                conversation_key=key,
+                conversation_key=request.key(),
                 requester=request.requester,
                 model_id=self.config.model,
-                new_messages=new_messages,
+                opening_messages=[_message("system", system)],
+                new_messages=[_message("user", request.text)],
                 worker=self.worker_id,
                 lease_until=self._lease_until(),
                 now=self.clock(),

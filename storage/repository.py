@@ -499,13 +499,6 @@ class Repository:
 
         return await self.database.run(body, READ_ONE)
 
-    async def get_run_by_conversation(self, conversation_key: str) -> Run | None:
-        def body(tx: Tx) -> Run | None:
-            row = tx.one(RUN_BY_KEY, {"key": conversation_key})
-            return None if row is None else RUNS.load(tx, row)
-
-        return await self.database.run(body, READ_ONE)
-
     async def open_run(
         self,
         *,
@@ -517,11 +510,14 @@ class Repository:
         worker: str,
         lease_until: datetime,
         now: datetime,
+        opening_messages: Sequence[dict[str, Any]] = (),
         team_id: str = "",
         channel: str = "",
         thread_ts: str = "",
     ) -> Run:
         """Start a run for a conversation, or continue its finished run with new messages.
+
+        ``opening_messages`` (the system prompt) begin a new conversation's history only.
 
         The new user message is stored before any model call, so a crash mid-turn loses
         nothing: whoever takes the run over replays the turn from the stored history.
@@ -540,7 +536,7 @@ class Repository:
                     "requester": requester,
                     "status": "running",
                     "model_id": model_id,
-                    "history": list(new_messages),
+                    "history": [*opening_messages, *new_messages],
                     "turn": 0,
                     "answer": None,
                     "error": None,
