@@ -27,7 +27,7 @@ from tests import ops_tools
 from tests.scripted_model import ScriptedModel
 
 POSTGRES_URL = os.environ.get("APPROVAL_BOT_TEST_POSTGRES_URL", "")
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "slack" / "fixtures"
+FIXTURES = Path(__file__).parent / "fixtures" / "slack"
 
 prepare_llm()
 register_model(ScriptedModel())
