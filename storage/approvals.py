@@ -1,0 +1,280 @@
+"""Approvals: decisions, expiry, execution records, cards and pending lists."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from storage.db import Database, Mode, Tx
+from storage.models import ANYONE, Approval
+from storage.records import (
+    DecisionOutcome,
+    ExpiryOutcome,
+    PendingFilter,
+    StorageError,
+)
+from storage.rows import APPROVALS
+from storage.statements import (
+    APPROVAL_BY_ID,
+    APPROVALS_FOR_RUN,
+    APPROVALS_FOR_TURN,
+    BEGIN_EXECUTION,
+    CANCEL_APPROVED,
+    DECIDE,
+    DUE_APPROVALS,
+    EXPIRE,
+    MARK_OUTCOME_UNKNOWN,
+    RECORD_EXECUTION,
+    SET_CARD,
+    audit,
+    cancel_paused_run,
+    claim_resume,
+)
+
+WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
+
+
+class ApprovalStore:
+    database: Database
+
+    # -- approvals ---------------------------------------------------------------------
+
+    async def get_approval(self, approval_id: str) -> Approval | None:
+        def body(tx: Tx) -> Approval | None:
+            row = tx.one(APPROVAL_BY_ID, {"id": approval_id})
+            return None if row is None else APPROVALS.load(tx, row)
+
+        return await self.database.run(body, READ_ONE)
+
+    async def approvals_for_turn(self, run_id: str, turn: int) -> list[Approval]:
+        """The approvals requested by a run's pause number ``turn``."""
+
+        def body(tx: Tx) -> list[Approval]:
+            rows = tx.all(APPROVALS_FOR_TURN, {"run_id": run_id, "turn": turn})
+            return [APPROVALS.load(tx, row) for row in rows]
+
+        return await self.database.run(body, READ_ONE)
+
+    async def approvals_for_run(self, run_id: str) -> list[Approval]:
+        def body(tx: Tx) -> list[Approval]:
+            return [
+                APPROVALS.load(tx, row) for row in tx.all(APPROVALS_FOR_RUN, {"run_id": run_id})
+            ]
+
+        return await self.database.run(body, READ_ONE)
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        actor: str,
+        approve: bool,
+        reason: str | None,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+    ) -> DecisionOutcome | None:
+        """Record a decision if the approval is still pending and unexpired.
+
+        Returns None when another decision, or the clock, got there first; the caller reads
+        the approval again to say which. The decision that leaves no approval of the run
+        pending also claims the resume, in the same transaction.
+        """
+        status = "approved" if approve else "denied"
+        params = {"id": approval_id, "status": status, "actor": actor, "reason": reason, "now": now}
+
+        def body(tx: Tx) -> DecisionOutcome | None:
+            row = tx.one(DECIDE, params)
+            if row is None:
+                return None
+            approval = APPROVALS.load(tx, row)
+            audit(
+                tx,
+                now,
+                f"approval_{status}",
+                run_id=approval.run_id,
+                approval_id=approval_id,
+                actor=actor,
+                reason=reason,
+            )
+            claimed = claim_resume(tx, approval.run_id, worker, lease_until, now)
+            return DecisionOutcome(approval=approval, resume_claimed=claimed)
+
+        return await self.database.run(body, WRITE)
+
+    async def expire(
+        self, approval_id: str, *, worker: str, lease_until: datetime, now: datetime
+    ) -> ExpiryOutcome | None:
+        """Expire one approval past its deadline and move its run on per ``on_expiry``.
+
+        ``deny``: the run resumes once nothing else is pending (the model is told it expired);
+        ``cancel``: the run stops and its other pending approvals are cancelled.
+        Returns None when the approval is not pending or not yet due.
+        """
+
+        def body(tx: Tx) -> ExpiryOutcome | None:
+            row = tx.one(EXPIRE, {"id": approval_id, "now": now})
+            if row is None:
+                return None
+            approval = APPROVALS.load(tx, row)
+            audit(
+                tx,
+                now,
+                "approval_expired",
+                run_id=approval.run_id,
+                approval_id=approval_id,
+                expires_at=approval.expires_at.isoformat(),
+            )
+            outcome = ExpiryOutcome(approval=approval)
+            if approval.on_expiry == "cancel":
+                reason = f"approval for {approval.tool_name} expired with no decision"
+                outcome.run_cancelled = cancel_paused_run(tx, approval.run_id, reason, now)
+            else:
+                outcome.resume_claimed = claim_resume(tx, approval.run_id, worker, lease_until, now)
+            return outcome
+
+        return await self.database.run(body, WRITE)
+
+    async def due_approvals(self, now: datetime, limit: int = 100) -> list[str]:
+        def body(tx: Tx) -> list[str]:
+            return [row[0] for row in tx.all(DUE_APPROVALS, {"now": now, "limit": limit})]
+
+        return await self.database.run(body, READ_ONE)
+
+    async def begin_execution(self, approval_id: str, *, now: datetime) -> bool:
+        """``approved -> executing``, recorded before the tool runs: at most once."""
+
+        def body(tx: Tx) -> bool:
+            row = tx.one(BEGIN_EXECUTION, {"id": approval_id, "now": now})
+            if row is None:
+                return False
+            audit(tx, now, "execution_started", run_id=row[0], approval_id=approval_id)
+            return True
+
+        return await self.database.run(body, WRITE)
+
+    async def record_execution(
+        self, approval_id: str, *, result: str, failed: bool, now: datetime
+    ) -> None:
+        """``executing -> executed`` with the tool's output (or its error)."""
+
+        def body(tx: Tx) -> None:
+            row = tx.one(RECORD_EXECUTION, {"id": approval_id, "result": result})
+            if row is None:
+                raise StorageError(f"approval {approval_id} was not executing")
+            audit(
+                tx,
+                now,
+                "execution_failed" if failed else "execution_finished",
+                run_id=row[0],
+                approval_id=approval_id,
+                result=result[:2000],
+            )
+
+        await self.database.run(body, WRITE)
+
+    async def mark_outcome_unknown(self, approval_id: str, *, now: datetime) -> bool:
+        """``executing -> unknown``: the call began but its result was never recorded."""
+
+        def body(tx: Tx) -> bool:
+            row = tx.one(MARK_OUTCOME_UNKNOWN, {"id": approval_id})
+            if row is None:
+                return False
+            audit(tx, now, "execution_outcome_unknown", run_id=row[0], approval_id=approval_id)
+            return True
+
+        return await self.database.run(body, WRITE)
+
+    async def cancel_approved(self, approval_id: str, *, reason: str, now: datetime) -> bool:
+        """``approved -> cancelled``: what was approved is no longer what would run."""
+
+        def body(tx: Tx) -> bool:
+            row = tx.one(CANCEL_APPROVED, {"id": approval_id, "reason": reason})
+            if row is None:
+                return False
+            audit(
+                tx,
+                now,
+                "approval_cancelled",
+                run_id=row[0],
+                approval_id=approval_id,
+                reason=reason,
+            )
+            return True
+
+        return await self.database.run(body, WRITE)
+
+    async def set_card(self, approval_id: str, *, channel: str, ts: str) -> None:
+        def body(tx: Tx) -> None:
+            tx.execute(SET_CARD, {"id": approval_id, "channel": channel, "ts": ts})
+
+        await self.database.run(body, WRITE)
+
+    async def list_pending(
+        self,
+        where: PendingFilter,
+        *,
+        now: datetime,
+        limit: int = 20,
+        offset: int = 0,
+        count_limit: int | None = None,
+    ) -> tuple[list[Approval], int]:
+        """Pending, unexpired approvals, newest first, with the total count for paging.
+
+        ``approver`` keeps approvals that name the user (or one of their groups) or that
+        name nobody (anyone but the requester may decide those). ``count_limit`` stops
+        counting there (a total above it means "more than that"): counting every match is
+        the one part of a page whose cost grows with the table.
+        """
+        conditions = ["status = 'pending'", "expires_at > :now"]
+        params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
+        if where.team_id is not None:
+            conditions.append("team_id = :team_id")
+            params["team_id"] = where.team_id
+        if where.channel is not None:
+            conditions.append("channel = :channel")
+            params["channel"] = where.channel
+        if where.requester is not None:
+            conditions.append("requester = :requester")
+            params["requester"] = where.requester
+        if where.exclude_requester is not None:
+            conditions.append("(requester != :exclude_requester OR allow_self_approval = TRUE)")
+            params["exclude_requester"] = where.exclude_requester
+        approvers = ""
+        if where.approver is not None:
+            names = [where.approver, *where.approver_groups, ANYONE]
+            approvers = ", ".join(f":approver_{i}" for i in range(len(names)))
+            params.update({f"approver_{i}": name for i, name in enumerate(names)})
+        condition = " AND ".join(conditions)
+        page_condition = condition
+        if approvers:
+            # The page walks approvals newest first and probes each one's approvers: it
+            # stops after a page of matches. The count starts from the approver's own rows.
+            page_condition += (
+                " AND EXISTS (SELECT 1 FROM approval_approvers WHERE "
+                f"approval_approvers.approval_id = approvals.id AND approver IN ({approvers}))"
+            )
+            matching = (
+                "SELECT DISTINCT approvals.id FROM approval_approvers "
+                "JOIN approvals ON approvals.id = approval_approvers.approval_id "
+                f"WHERE approval_approvers.approver IN ({approvers}) AND {condition}"
+            )
+        else:
+            matching = f"SELECT approvals.id FROM approvals WHERE {condition}"
+        count_params = {k: v for k, v in params.items() if k not in ("limit", "offset")}
+        if count_limit is None:
+            count_sql = f"SELECT count(*) FROM ({matching}) AS matching"
+        else:
+            count_sql = f"SELECT count(*) FROM ({matching} LIMIT :count_limit) AS matching"
+            count_params["count_limit"] = count_limit + 1
+        page_sql = (
+            f"SELECT {APPROVALS.columns} FROM approvals WHERE {page_condition} "
+            "ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset"
+        )
+
+        def body(tx: Tx) -> tuple[list[Approval], int]:
+            total = tx.one(count_sql, count_params)
+            rows = tx.all(page_sql, params)
+            return [APPROVALS.load(tx, row) for row in rows], int(total[0] if total else 0)
+
+        return await self.database.run(body, READ, inline=False)

@@ -1,0 +1,58 @@
+"""The audit trail and the Slack event ids already handled."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from storage.db import Database, Mode, Tx
+from storage.models import AuditEvent
+from storage.rows import AUDIT
+from storage.statements import (
+    CLAIM_EVENT,
+    FORGET_EVENTS,
+)
+
+WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
+
+
+class EventStore:
+    database: Database
+
+    # -- audit -------------------------------------------------------------------------
+
+    async def audit_trail(
+        self, *, run_id: str | None = None, approval_id: str | None = None
+    ) -> list[AuditEvent]:
+        conditions = []
+        params: dict[str, Any] = {}
+        if run_id is not None:
+            conditions.append("run_id = :run_id")
+            params["run_id"] = run_id
+        if approval_id is not None:
+            conditions.append("approval_id = :approval_id")
+            params["approval_id"] = approval_id
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        sql = f"SELECT {AUDIT.columns} FROM audit_events{where} ORDER BY id"
+
+        def body(tx: Tx) -> list[AuditEvent]:
+            return [AUDIT.load(tx, row) for row in tx.all(sql, params)]
+
+        return await self.database.run(body, READ_ONE, inline=False)
+
+    # -- runs --------------------------------------------------------------------------
+    # -- Slack event de-duplication ----------------------------------------------------
+
+    async def claim_event(self, event_id: str, *, now: datetime) -> bool:
+        """True the first time an event id is seen, by any replica; False for a redelivery."""
+
+        def body(tx: Tx) -> bool:
+            return tx.execute(CLAIM_EVENT, {"event_id": event_id, "now": now}) == 1
+
+        return await self.database.run(body, WRITE)
+
+    async def forget_events_before(self, cutoff: datetime) -> int:
+        def body(tx: Tx) -> int:
+            return tx.execute(FORGET_EVENTS, {"cutoff": cutoff})
+
+        return await self.database.run(body, WRITE, inline=False)

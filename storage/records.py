@@ -1,0 +1,93 @@
+"""What the repository takes and gives: statuses, errors and plain records of outcomes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from storage.models import Approval, Run
+
+FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
+ACTIVE_RUN_STATUSES = ("running", "resuming")
+
+
+class StorageError(Exception):
+    """Base of the errors the repository raises on purpose."""
+
+
+class RunBusy(StorageError):
+    """The conversation already has a run that is working or waiting for approvals."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(f"run {run.id} is {run.status}")
+        self.run = run
+
+
+class LeaseLost(StorageError):
+    """This worker no longer holds the run's lease: another worker took the run over."""
+
+
+@dataclass(frozen=True)
+class ApprovalDraft:
+    """A gated call that needs a decision; written together with the paused history."""
+
+    id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    payload_hash: str
+    approvers: list[str]
+    allow_self_approval: bool
+    on_expiry: str
+    expires_at: datetime
+
+
+@dataclass
+class PauseOutcome:
+    """The approvals a pause created; ``resume_claimed`` when none of the run's is pending."""
+
+    approvals: list[Approval]
+    resume_claimed: bool
+
+
+@dataclass
+class ExpiryOutcome:
+    """What expiring one approval did to its run."""
+
+    approval: Approval
+    resume_claimed: bool = False
+    run_cancelled: bool = False
+
+
+@dataclass
+class DecisionOutcome:
+    """The result of a decision that won its race."""
+
+    approval: Approval
+    resume_claimed: bool
+
+
+@dataclass
+class PendingFilter:
+    """Which pending approvals to list; every field narrows the list."""
+
+    team_id: str | None = None
+    channel: str | None = None
+    requester: str | None = None
+    approver: str | None = None
+    approver_groups: Sequence[str] = field(default_factory=tuple)
+    exclude_requester: str | None = None
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def payload_hash(tool_name: str, arguments: dict[str, Any], definition: dict[str, Any]) -> str:
+    """Hash of exactly what would run: the tool, its arguments and the tool's definition."""
+    material = canonical_json({"tool": tool_name, "arguments": arguments, "definition": definition})
+    return hashlib.sha256(material.encode()).hexdigest()

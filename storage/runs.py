@@ -1,0 +1,307 @@
+"""Runs: start or continue a conversation, pause, finish, leases, take-over, cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from storage.db import Database, Mode, Tx, json_text
+from storage.models import Run
+from storage.records import (
+    FINISHED_RUN_STATUSES,
+    ApprovalDraft,
+    LeaseLost,
+    PauseOutcome,
+    RunBusy,
+)
+from storage.rows import APPROVALS, RUNS
+from storage.statements import (
+    CONTINUE_RUN,
+    FINISH_RUN_KEEP_HISTORY,
+    FINISH_RUN_WITH_HISTORY,
+    INSERT_APPROVAL,
+    INSERT_APPROVER,
+    INSERT_AUDIT,
+    INSERT_RUN,
+    PAUSE_RUN,
+    RENEW_LEASE,
+    RETAG_STILL_PENDING,
+    RUN_BY_ID,
+    RUN_BY_KEY,
+    STALE_RUNS,
+    START_RESUMED_RUN,
+    TAKE_OVER_RUN,
+    approver_rows,
+    audit,
+    audit_row,
+    cancel_paused_run,
+    claim_resume,
+    run_busy,
+)
+
+WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
+
+
+class RunStore:
+    database: Database
+
+    # -- runs --------------------------------------------------------------------------
+
+    async def get_run(self, run_id: str) -> Run | None:
+        def body(tx: Tx) -> Run | None:
+            row = tx.one(RUN_BY_ID, {"id": run_id})
+            return None if row is None else RUNS.load(tx, row)
+
+        return await self.database.run(body, READ_ONE)
+
+    async def open_run(
+        self,
+        *,
+        run_id: str,
+        conversation_key: str,
+        requester: str,
+        model_id: str,
+        new_messages: list[dict[str, Any]],
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        opening_messages: Sequence[dict[str, Any]] = (),
+        team_id: str = "",
+        channel: str = "",
+        thread_ts: str = "",
+    ) -> Run:
+        """Start a run for a conversation, or continue its finished run with new messages.
+
+        ``opening_messages`` (the system prompt) begin a new conversation's history only.
+
+        The new user message is stored before any model call, so a crash mid-turn loses
+        nothing: whoever takes the run over replays the turn from the stored history.
+        Raises RunBusy when the conversation's run is working or waiting for approvals.
+        """
+
+        def body(tx: Tx) -> Run:
+            row = tx.one(RUN_BY_KEY, {"key": conversation_key})
+            if row is None:
+                values: dict[str, Any] = {
+                    "id": run_id,
+                    "conversation_key": conversation_key,
+                    "team_id": team_id,
+                    "channel": channel,
+                    "thread_ts": thread_ts,
+                    "requester": requester,
+                    "status": "running",
+                    "model_id": model_id,
+                    "history": [*opening_messages, *new_messages],
+                    "turn": 0,
+                    "answer": None,
+                    "error": None,
+                    "lease_owner": worker,
+                    "lease_expires_at": lease_until,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                if tx.execute(INSERT_RUN, RUNS.params(values)) != 1:
+                    raise run_busy(tx, conversation_key)  # another replica just started it
+                audit(tx, now, "run_started", run_id=run_id, actor=requester)
+                return RUNS.build(values)
+            values = RUNS.values(tx, row)
+            if values["status"] not in FINISHED_RUN_STATUSES:
+                raise RunBusy(RUNS.build(values))
+            values.update(
+                status="running",
+                requester=requester,
+                model_id=model_id,
+                history=[*values["history"], *new_messages],
+                # A new request is a new turn: approvals of earlier turns never answer its
+                # calls, even when a provider reuses tool call ids like "call_0".
+                turn=values["turn"] + 1,
+                answer=None,
+                error=None,
+                lease_owner=worker,
+                lease_expires_at=lease_until,
+                updated_at=now,
+            )
+            if tx.execute(CONTINUE_RUN, RUNS.params(values)) != 1:
+                raise run_busy(tx, conversation_key)  # another replica continued it first
+            audit(tx, now, "run_continued", run_id=values["id"], actor=requester)
+            return RUNS.build(values)
+
+        return await self.database.run(body, WRITE)
+
+    async def renew_lease(self, run_id: str, worker: str, lease_until: datetime) -> None:
+        def body(tx: Tx) -> None:
+            params = {"id": run_id, "worker": worker, "lease_until": lease_until}
+            if tx.execute(RENEW_LEASE, params) != 1:
+                raise LeaseLost(run_id)
+
+        await self.database.run(body, WRITE)
+
+    async def save_pause(
+        self,
+        run_id: str,
+        *,
+        worker: str,
+        history: list[dict[str, Any]],
+        drafts: Sequence[ApprovalDraft],
+        lease_until: datetime,
+        now: datetime,
+        still_pending: Sequence[str] = (),
+    ) -> PauseOutcome:
+        """Store the paused history and its new pending approvals in one transaction.
+
+        A pause with no new drafts waits on approvals from an earlier turn; if those were all
+        decided while the run was running, this worker claims the resume itself.
+        """
+        history_text = json_text(history)
+
+        def body(tx: Tx) -> PauseOutcome:
+            params = {"id": run_id, "worker": worker, "history": history_text, "now": now}
+            row = tx.one(PAUSE_RUN, params)
+            if row is None:
+                raise LeaseLost(run_id)
+            turn, requester, team_id, channel, thread_ts = row
+            if still_pending:
+                # Approvals of an earlier pause that are still waiting: this pause waits on
+                # them too, and the next resume must find them under this turn.
+                tx.executemany(
+                    RETAG_STILL_PENDING,
+                    [{"turn": turn, "id": i, "run_id": run_id} for i in still_pending],
+                )
+            rows = [
+                {
+                    "id": draft.id,
+                    "run_id": run_id,
+                    "turn": turn,
+                    "tool_call_id": draft.tool_call_id,
+                    "tool_name": draft.tool_name,
+                    "arguments": draft.arguments,
+                    "payload_hash": draft.payload_hash,
+                    "status": "pending",
+                    "requester": requester,
+                    "team_id": team_id,
+                    "channel": channel,
+                    "thread_ts": thread_ts,
+                    "approvers": list(draft.approvers),
+                    "allow_self_approval": draft.allow_self_approval,
+                    "on_expiry": draft.on_expiry,
+                    "created_at": now,
+                    "expires_at": draft.expires_at,
+                    "decided_by": None,
+                    "decided_at": None,
+                    "reason": None,
+                    "result": None,
+                    "executed_at": None,
+                    "card_channel": None,
+                    "card_ts": None,
+                }
+                for draft in drafts
+            ]
+            audits = [audit_row(now, "run_paused", run_id=run_id, approvals=[d.id for d in drafts])]
+            audits += [
+                audit_row(
+                    now,
+                    "approval_requested",
+                    run_id=run_id,
+                    approval_id=draft.id,
+                    actor=requester,
+                    tool=draft.tool_name,
+                    arguments=draft.arguments,
+                    expires_at=draft.expires_at.isoformat(),
+                )
+                for draft in drafts
+            ]
+            if rows:
+                tx.executemany(INSERT_APPROVAL, [APPROVALS.params(r) for r in rows])
+                tx.executemany(INSERT_APPROVER, approver_rows(rows))
+            tx.executemany(INSERT_AUDIT, audits)
+            claimed = not rows and claim_resume(tx, run_id, worker, lease_until, now)
+            return PauseOutcome(
+                approvals=[APPROVALS.build(r) for r in rows], resume_claimed=claimed
+            )
+
+        return await self.database.run(body, WRITE)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        *,
+        worker: str,
+        status: str,
+        now: datetime,
+        history: list[dict[str, Any]] | None = None,
+        answer: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        if status not in FINISHED_RUN_STATUSES:
+            raise ValueError(f"not a final status: {status}")
+        params: dict[str, Any] = {
+            "id": run_id,
+            "worker": worker,
+            "status": status,
+            "answer": answer,
+            "error": error,
+            "now": now,
+        }
+        sql = FINISH_RUN_KEEP_HISTORY
+        if history is not None:
+            params["history"] = json_text(history)
+            sql = FINISH_RUN_WITH_HISTORY
+
+        def body(tx: Tx) -> None:
+            if tx.execute(sql, params) != 1:
+                raise LeaseLost(run_id)
+            audit(tx, now, f"run_{status}", run_id=run_id, error=error)
+
+        await self.database.run(body, WRITE)
+
+    async def start_resumed_run(
+        self, run_id: str, *, worker: str, lease_until: datetime, now: datetime
+    ) -> Run:
+        """``resuming -> running`` for the worker that claimed the resume."""
+
+        def body(tx: Tx) -> Run:
+            params = {"id": run_id, "worker": worker, "lease_until": lease_until, "now": now}
+            row = tx.one(START_RESUMED_RUN, params)
+            if row is None:
+                raise LeaseLost(run_id)
+            audit(tx, now, "run_resumed", run_id=run_id)
+            return RUNS.load(tx, row)
+
+        return await self.database.run(body, WRITE)
+
+    async def stale_runs(self, now: datetime, limit: int = 100) -> list[str]:
+        """Runs whose worker stopped renewing its lease (it crashed or lost the database)."""
+
+        def body(tx: Tx) -> list[str]:
+            return [row[0] for row in tx.all(STALE_RUNS, {"now": now, "limit": limit})]
+
+        return await self.database.run(body, READ_ONE)
+
+    async def take_over_run(
+        self, run_id: str, *, worker: str, lease_until: datetime, now: datetime
+    ) -> Run | None:
+        """Take a run whose lease ran out; None when it is not stale (any more)."""
+
+        def body(tx: Tx) -> Run | None:
+            params = {"id": run_id, "worker": worker, "lease_until": lease_until, "now": now}
+            row = tx.one(TAKE_OVER_RUN, params)
+            if row is None:
+                return None
+            audit(tx, now, "run_taken_over", run_id=run_id, worker=worker)
+            return RUNS.load(tx, row)
+
+        return await self.database.run(body, WRITE)
+
+    async def cancel_run(self, run_id: str, *, reason: str, actor: str, now: datetime) -> bool:
+        """Cancel a paused run and every approval still pending in it."""
+
+        def body(tx: Tx) -> bool:
+            cancelled = cancel_paused_run(tx, run_id, reason, now)
+            if cancelled:
+                audit(tx, now, "run_cancel_requested", run_id=run_id, actor=actor)
+            return cancelled
+
+        return await self.database.run(body, WRITE)
+
+    # -- approvals ---------------------------------------------------------------------

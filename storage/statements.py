@@ -1,0 +1,183 @@
+"""Every SQL statement of the repository, and the transaction pieces several aggregates share.
+
+Portable between SQLite (3.35+) and PostgreSQL; ``:name`` parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from storage.db import Tx, json_text
+from storage.models import ANYONE
+from storage.records import ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES, RunBusy
+from storage.rows import APPROVALS, RUNS, insert_sql
+
+_FINISHED = ", ".join(f"'{s}'" for s in FINISHED_RUN_STATUSES)
+_ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES)
+
+RUN_BY_ID = f"SELECT {RUNS.columns} FROM runs WHERE id = :id"
+RUN_BY_KEY = f"SELECT {RUNS.columns} FROM runs WHERE conversation_key = :key"
+INSERT_RUN = insert_sql(RUNS, "runs", " ON CONFLICT (conversation_key) DO NOTHING")
+CONTINUE_RUN = (
+    "UPDATE runs SET status = 'running', requester = :requester, model_id = :model_id, "
+    "history = :history, turn = :turn, answer = NULL, error = NULL, lease_owner = :lease_owner, "
+    "lease_expires_at = :lease_expires_at, updated_at = :updated_at "
+    f"WHERE id = :id AND status IN ({_FINISHED})"
+)
+RENEW_LEASE = (
+    "UPDATE runs SET lease_expires_at = :lease_until WHERE id = :id AND lease_owner = :worker"
+)
+PAUSE_RUN = (
+    "UPDATE runs SET status = 'paused', history = :history, turn = turn + 1, "
+    "lease_owner = NULL, lease_expires_at = NULL, updated_at = :now "
+    "WHERE id = :id AND lease_owner = :worker AND status = 'running' "
+    "RETURNING turn, requester, team_id, channel, thread_ts"
+)
+FINISH_RUN = (
+    "UPDATE runs SET status = :status, answer = :answer, error = :error, lease_owner = NULL, "
+    "lease_expires_at = NULL, updated_at = :now{history} "
+    "WHERE id = :id AND lease_owner = :worker AND status = 'running'"
+)
+FINISH_RUN_KEEP_HISTORY = FINISH_RUN.format(history="")
+FINISH_RUN_WITH_HISTORY = FINISH_RUN.format(history=", history = :history")
+START_RESUMED_RUN = (
+    "UPDATE runs SET status = 'running', lease_expires_at = :lease_until, updated_at = :now "
+    "WHERE id = :id AND status = 'resuming' AND lease_owner = :worker "
+    f"RETURNING {RUNS.columns}"
+)
+STALE_RUNS = (
+    f"SELECT id FROM runs WHERE status IN ({_ACTIVE}) AND lease_expires_at < :now "
+    "ORDER BY updated_at LIMIT :limit"
+)
+TAKE_OVER_RUN = (
+    "UPDATE runs SET status = 'running', lease_owner = :worker, lease_expires_at = :lease_until, "
+    "updated_at = :now "
+    f"WHERE id = :id AND status IN ({_ACTIVE}) AND lease_expires_at < :now "
+    f"RETURNING {RUNS.columns}"
+)
+CLAIM_RESUME = (
+    "UPDATE runs SET status = 'resuming', lease_owner = :worker, "
+    "lease_expires_at = :lease_until, updated_at = :now "
+    "WHERE id = :run_id AND status = 'paused' AND NOT EXISTS ("
+    "SELECT 1 FROM approvals WHERE approvals.run_id = :run_id AND approvals.status = 'pending')"
+)
+CANCEL_PAUSED_RUN = (
+    "UPDATE runs SET status = 'cancelled', error = :reason, updated_at = :now "
+    "WHERE id = :run_id AND status = 'paused'"
+)
+CANCEL_PENDING_APPROVALS = (
+    "UPDATE approvals SET status = 'cancelled', reason = :reason, decided_at = :now "
+    "WHERE run_id = :run_id AND status = 'pending'"
+)
+
+APPROVAL_BY_ID = f"SELECT {APPROVALS.columns} FROM approvals WHERE id = :id"
+APPROVALS_FOR_TURN = (
+    f"SELECT {APPROVALS.columns} FROM approvals WHERE run_id = :run_id AND turn = :turn"
+)
+# Whatever their status by now: one decided since the gate saw it pending must still be
+# found by the resume that its decision makes possible.
+RETAG_STILL_PENDING = "UPDATE approvals SET turn = :turn WHERE id = :id AND run_id = :run_id"
+APPROVALS_FOR_RUN = f"SELECT {APPROVALS.columns} FROM approvals WHERE run_id = :run_id ORDER BY id"
+INSERT_APPROVAL = insert_sql(APPROVALS, "approvals")
+INSERT_APPROVER = (
+    "INSERT INTO approval_approvers (approver, approval_id) VALUES (:approver, :approval_id)"
+)
+DECIDE = (
+    "UPDATE approvals SET status = :status, decided_by = :actor, decided_at = :now, "
+    "reason = :reason WHERE id = :id AND status = 'pending' AND expires_at > :now "
+    f"RETURNING {APPROVALS.columns}"
+)
+EXPIRE = (
+    "UPDATE approvals SET status = 'expired', decided_at = :now "
+    "WHERE id = :id AND status = 'pending' AND expires_at <= :now "
+    f"RETURNING {APPROVALS.columns}"
+)
+DUE_APPROVALS = (
+    "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= :now "
+    "ORDER BY expires_at LIMIT :limit"
+)
+BEGIN_EXECUTION = (
+    "UPDATE approvals SET status = 'executing', executed_at = :now "
+    "WHERE id = :id AND status = 'approved' RETURNING run_id"
+)
+RECORD_EXECUTION = (
+    "UPDATE approvals SET status = 'executed', result = :result "
+    "WHERE id = :id AND status = 'executing' RETURNING run_id"
+)
+MARK_OUTCOME_UNKNOWN = (
+    "UPDATE approvals SET status = 'unknown' "
+    "WHERE id = :id AND status = 'executing' RETURNING run_id"
+)
+CANCEL_APPROVED = (
+    "UPDATE approvals SET status = 'cancelled', result = :reason "
+    "WHERE id = :id AND status = 'approved' RETURNING run_id"
+)
+SET_CARD = "UPDATE approvals SET card_channel = :channel, card_ts = :ts WHERE id = :id"
+
+INSERT_AUDIT = (
+    "INSERT INTO audit_events (at, run_id, approval_id, event, actor, detail) "
+    "VALUES (:at, :run_id, :approval_id, :event, :actor, :detail)"
+)
+CLAIM_EVENT = (
+    "INSERT INTO processed_events (event_id, received_at) VALUES (:event_id, :now) "
+    "ON CONFLICT (event_id) DO NOTHING"
+)
+FORGET_EVENTS = "DELETE FROM processed_events WHERE received_at < :cutoff"
+
+
+# -- transaction pieces shared by several bodies ---------------------------------------------
+
+
+def audit_row(
+    now: datetime,
+    event: str,
+    *,
+    run_id: str | None = None,
+    approval_id: str | None = None,
+    actor: str | None = None,
+    **detail: Any,
+) -> dict[str, Any]:
+    return {
+        "at": now,
+        "run_id": run_id,
+        "approval_id": approval_id,
+        "event": event,
+        "actor": actor,
+        "detail": json_text(detail),
+    }
+
+
+def audit(tx: Tx, now: datetime, event: str, **fields: Any) -> None:
+    tx.execute(INSERT_AUDIT, audit_row(now, event, **fields))
+
+
+def claim_resume(tx: Tx, run_id: str, worker: str, lease_until: datetime, now: datetime) -> bool:
+    """``paused -> resuming`` once no approval of the run is pending; one caller wins."""
+    params = {"run_id": run_id, "worker": worker, "lease_until": lease_until, "now": now}
+    return tx.execute(CLAIM_RESUME, params) == 1
+
+
+def cancel_paused_run(tx: Tx, run_id: str, reason: str, now: datetime) -> bool:
+    params = {"run_id": run_id, "reason": reason, "now": now}
+    if tx.execute(CANCEL_PAUSED_RUN, params) != 1:
+        return False
+    tx.execute(CANCEL_PENDING_APPROVALS, params)
+    audit(tx, now, "run_cancelled", run_id=run_id, reason=reason)
+    return True
+
+
+def run_busy(tx: Tx, conversation_key: str) -> RunBusy:
+    row = tx.one(RUN_BY_KEY, {"key": conversation_key})
+    assert row is not None
+    return RunBusy(RUNS.load(tx, row))
+
+
+def approver_rows(approvals: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """``approval_approvers`` rows: one per named approver, or ``*`` when anyone may decide."""
+    return [
+        {"approver": approver, "approval_id": approval["id"]}
+        for approval in approvals
+        for approver in (approval["approvers"] or [ANYONE])
+    ]
