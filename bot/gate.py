@@ -28,6 +28,7 @@ from typing import Any
 
 import llm
 
+from bot.failpoints import failpoint
 from bot.ids import new_approval_id
 from bot.policy import Policy
 from bot.tools import tool_definition
@@ -225,6 +226,7 @@ async def _execute(
             f"Outcome unknown here: approval {approval.id} is being executed by another "
             "worker. Do not ask for the same call again."
         )
+    failpoint("execution_started")
     try:
         result = await call_tool(tool, tool_call)
     except Exception as exc:
@@ -235,4 +237,5 @@ async def _execute(
     output = result.output if isinstance(result, llm.ToolOutput) else result
     text = output if isinstance(output, str) else json.dumps(output, default=repr)
     await turn.repo.record_execution(approval.id, result=text, failed=False, now=turn.clock())
+    failpoint("execution_recorded")
     return result

@@ -29,6 +29,7 @@ from ulid import ULID
 
 from bot.clock import utcnow
 from bot.config import Config
+from bot.failpoints import failpoint
 from bot.gate import ApprovalRequired, GateFailure, TurnContext, current_turn, wrap_tools
 from bot.ids import new_run_id
 from bot.policy import refusal_reason
@@ -260,6 +261,7 @@ class Runner:
             lease_until=self._lease_until(),
             now=self.clock(),
         )
+        failpoint("pause_stored")
         if pause.resume_claimed:
             # Every approval it waited for was decided while it ran (their deciders could
             # not resume a run that was not paused yet): carry straight on.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from bot.failpoints import failpoint
 from bot.runner import ApprovalExpired, DecisionRefused, RunOutcome
 from handlers.blocks import escape
 from handlers.publish import RESUMING
@@ -77,6 +78,7 @@ async def decide_from_slack(
     except DecisionRefused as refused:
         await tell(f":no_entry: {refused}")
         return
+    failpoint("decision_stored")
     await services.publisher.refresh_card(approval_id)
     verb = "Approved" if approve else "Denied"
     await tell(f"{verb} `{escape(approval.tool_name)}` ({approval.id}).")
