@@ -29,6 +29,7 @@ from storage.statements import (
     audit,
     cancel_paused_run,
     claim_resume,
+    lock_run_of_approval,
 )
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
@@ -84,6 +85,7 @@ class ApprovalStore:
         params = {"id": approval_id, "status": status, "actor": actor, "reason": reason, "now": now}
 
         def body(tx: Tx) -> DecisionOutcome | None:
+            lock_run_of_approval(tx, approval_id)
             row = tx.one(DECIDE, params)
             if row is None:
                 return None
@@ -113,6 +115,7 @@ class ApprovalStore:
         """
 
         def body(tx: Tx) -> ExpiryOutcome | None:
+            lock_run_of_approval(tx, approval_id)
             row = tx.one(EXPIRE, {"id": approval_id, "now": now})
             if row is None:
                 return None

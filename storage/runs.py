@@ -157,6 +157,9 @@ class RunStore:
 
         def body(tx: Tx) -> PauseOutcome:
             params = {"id": run_id, "worker": worker, "history": history_text, "now": now}
+            # First statement: its UPDATE of the run takes the run's lock (see LOCK_RUN), and
+            # re-tagging an approval locks that row too, so a decision landing meanwhile
+            # either waits for this pause or is seen by its claim.
             row = tx.one(PAUSE_RUN, params)
             if row is None:
                 raise LeaseLost(run_id)

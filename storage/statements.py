@@ -57,6 +57,19 @@ TAKE_OVER_RUN = (
     f"WHERE id = :id AND status IN ({_ACTIVE}) AND lease_expires_at < :now "
     f"RETURNING {RUNS.columns}"
 )
+# PostgreSQL: taken first by every transaction that can leave a paused run with nothing pending
+# (decide, expire, the sweeper's claim), so those transactions of one run take turns. Under
+# READ COMMITTED, CLAIM_RESUME's NOT EXISTS alone is a write skew: two deciders each still see
+# the other's approval pending and neither claims, stranding the run. Once the lock is held,
+# every later statement sees what the previous holder committed. NO KEY UPDATE: it conflicts
+# with itself and with UPDATEs of the run (pause, cancel, claim: they queue behind the same
+# lock, run row before approvals everywhere), but not with the key-share locks that inserting
+# an approval (foreign key to runs) takes. SQLite's BEGIN IMMEDIATE already serializes.
+LOCK_RUN = "SELECT id FROM runs WHERE id = :run_id FOR NO KEY UPDATE"
+LOCK_RUN_OF_APPROVAL = (
+    "SELECT runs.id FROM runs JOIN approvals ON approvals.run_id = runs.id "
+    "WHERE approvals.id = :approval_id FOR NO KEY UPDATE OF runs"
+)
 CLAIM_RESUME = (
     "UPDATE runs SET status = 'resuming', lease_owner = :worker, "
     "lease_expires_at = :lease_until, updated_at = :now "
@@ -153,13 +166,30 @@ def audit(tx: Tx, now: datetime, event: str, **fields: Any) -> None:
     tx.execute(INSERT_AUDIT, audit_row(now, event, **fields))
 
 
+def lock_run(tx: Tx, run_id: str) -> None:
+    """Serialize this transaction with the others that may settle the run (see LOCK_RUN)."""
+    if tx.dialect == "postgresql":
+        tx.one(LOCK_RUN, {"run_id": run_id})
+
+
+def lock_run_of_approval(tx: Tx, approval_id: str) -> None:
+    """:func:`lock_run` for the run an approval belongs to, before touching the approval."""
+    if tx.dialect == "postgresql":
+        tx.one(LOCK_RUN_OF_APPROVAL, {"approval_id": approval_id})
+
+
 def claim_resume(tx: Tx, run_id: str, worker: str, lease_until: datetime, now: datetime) -> bool:
-    """``paused -> resuming`` once no approval of the run is pending; one caller wins."""
+    """``paused -> resuming`` once no approval of the run is pending; one caller wins.
+
+    The transaction must hold the run's lock (:func:`lock_run`, or an UPDATE of the run).
+    """
     params = {"run_id": run_id, "worker": worker, "lease_until": lease_until, "now": now}
     return tx.execute(CLAIM_RESUME, params) == 1
 
 
 def cancel_paused_run(tx: Tx, run_id: str, reason: str, now: datetime) -> bool:
+    """``paused -> cancelled`` with its pending approvals; the run's UPDATE comes first, so
+    it takes the run's lock before the approvals' (the order every transaction keeps)."""
     params = {"run_id": run_id, "reason": reason, "now": now}
     if tx.execute(CANCEL_PAUSED_RUN, params) != 1:
         return False
