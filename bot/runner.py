@@ -178,15 +178,36 @@ class Runner:
 
     async def recover_stale_runs(self) -> list[RunOutcome]:
         """Take over runs whose worker stopped renewing its lease, and carry them on."""
-        outcomes = []
+        return [await self.carry_on(run) for run in await self.take_over_stale_runs()]
+
+    async def take_over_stale_runs(self) -> list[Run]:
+        """Take over runs whose worker stopped renewing its lease; the caller drives each
+        with ``carry_on`` (the sweeper: as a task of its own, so one slow run stalls nothing)."""
+        runs = []
         for run_id in await self.repo.stale_runs(self.clock()):
             run = await self.repo.take_over_run(
                 run_id, worker=self.worker_id, lease_until=self._lease_until(), now=self.clock()
             )
             if run is not None:
                 log.warning("taking over run %s: its worker's lease ran out", run_id)
-                outcomes.append(await self._drive(run))
-        return outcomes
+                runs.append(run)
+        return runs
+
+    async def carry_on(self, run: Run) -> RunOutcome:
+        """Drive a run returned by ``take_over_stale_runs``."""
+        return await self._drive(run)
+
+    async def claim_stranded_runs(self) -> list[str]:
+        """Claim the resume of paused runs with nothing pending that nobody resumed (a safety
+        net: deciders serialize on the run, so one of them claims); callers ``resume`` each."""
+        claimed = []
+        for run_id in await self.repo.stranded_runs():
+            if await self.repo.claim_stranded_run(
+                run_id, worker=self.worker_id, lease_until=self._lease_until(), now=self.clock()
+            ):
+                log.warning("run %s: paused with nothing pending; resuming it", run_id)
+                claimed.append(run_id)
+        return claimed
 
     async def _drive(self, run: Run) -> RunOutcome:
         """Run the chain from the stored history until it completes, pauses or fails."""

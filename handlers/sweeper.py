@@ -1,5 +1,6 @@
-"""The sweeper: expires overdue approvals, takes over runs whose worker died, forgets old
-Slack event ids. Every replica runs one; the conditional UPDATEs make them cooperate."""
+"""The sweeper: expires overdue approvals, takes over runs whose worker died, resumes paused
+runs that nothing is waiting for, forgets old Slack event ids. Every replica runs one; the
+conditional UPDATEs make them cooperate."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import logging
 from datetime import timedelta
 
 from bot.clock import utcnow
-from handlers.decisions import after_expiry, refresh_settled_cards
+from handlers.decisions import after_expiry, refresh_settled_cards, resume_and_publish
 from handlers.services import Services
+from storage.models import Run
 
 log = logging.getLogger(__name__)
 
@@ -17,16 +19,24 @@ EVENT_MEMORY = timedelta(days=2)  # Slack retries for minutes; two days is plent
 
 
 async def sweep_once(services: Services) -> None:
-    # Each expiry's resume runs a model: as a task of its own, one slow or failing resume
-    # neither holds up nor drops the others (their expiry is already committed).
-    for expiry in await services.runner.expire_due():
-        services.background.spawn(
-            after_expiry(services, expiry), name=f"expired {expiry.approval.id}"
-        )
-    for outcome in await services.runner.recover_stale_runs():
-        await services.publisher.outcome(outcome)
-        await refresh_settled_cards(services, outcome.run_id)
+    """One sweep. Every run it moves on (a resume after an expiry, a run taken over, a
+    stranded resume) runs a model: each is a task of its own, so one slow or failing run
+    neither holds up the sweep nor drops the others (what the sweep claimed is committed)."""
+    runner, background = services.runner, services.background
+    for expiry in await runner.expire_due():
+        background.spawn(after_expiry(services, expiry), name=f"expired {expiry.approval.id}")
+    for run in await runner.take_over_stale_runs():
+        background.spawn(carry_on(services, run), name=f"taken over {run.id}")
+    for run_id in await runner.claim_stranded_runs():
+        background.spawn(resume_and_publish(services, run_id), name=f"stranded {run_id}")
     await services.repo.forget_events_before(utcnow() - EVENT_MEMORY)
+
+
+async def carry_on(services: Services, run: Run) -> None:
+    """Drive a run taken over from a dead worker; tell its thread and settle its cards."""
+    outcome = await services.runner.carry_on(run)
+    await services.publisher.outcome(outcome)
+    await refresh_settled_cards(services, outcome.run_id)
 
 
 async def run_sweeper(services: Services, interval: float) -> None:

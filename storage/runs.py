@@ -31,12 +31,14 @@ from storage.statements import (
     RUN_BY_KEY,
     STALE_RUNS,
     START_RESUMED_RUN,
+    STRANDED_RUNS,
     TAKE_OVER_RUN,
     approver_rows,
     audit,
     audit_row,
     cancel_paused_run,
     claim_resume,
+    lock_run,
     run_busy,
 )
 
@@ -293,6 +295,29 @@ class RunStore:
                 return None
             audit(tx, now, "run_taken_over", run_id=run_id, worker=worker)
             return RUNS.load(tx, row)
+
+        return await self.database.run(body, WRITE)
+
+    async def stranded_runs(self, limit: int = 100) -> list[str]:
+        """Paused runs with no approval pending whose resume nobody claimed."""
+
+        def body(tx: Tx) -> list[str]:
+            return [row[0] for row in tx.all(STRANDED_RUNS, {"limit": limit})]
+
+        return await self.database.run(body, READ_ONE, inline=False)
+
+    async def claim_stranded_run(
+        self, run_id: str, *, worker: str, lease_until: datetime, now: datetime
+    ) -> bool:
+        """Claim the resume of a paused run with nothing pending; False if someone else did,
+        or it is not paused (any more), or an approval is pending after all."""
+
+        def body(tx: Tx) -> bool:
+            lock_run(tx, run_id)
+            if not claim_resume(tx, run_id, worker, lease_until, now):
+                return False
+            audit(tx, now, "stranded_resume_claimed", run_id=run_id, worker=worker)
+            return True
 
         return await self.database.run(body, WRITE)
 

@@ -76,6 +76,13 @@ CLAIM_RESUME = (
     "WHERE id = :run_id AND status = 'paused' AND NOT EXISTS ("
     "SELECT 1 FROM approvals WHERE approvals.run_id = :run_id AND approvals.status = 'pending')"
 )
+# Paused runs that nothing will resume: no approval pending, yet no decision claimed the
+# resume (a lost race before LOCK_RUN existed, or a bug). The sweeper's safety net.
+STRANDED_RUNS = (
+    "SELECT id FROM runs WHERE status = 'paused' AND NOT EXISTS ("
+    "SELECT 1 FROM approvals WHERE approvals.run_id = runs.id AND approvals.status = 'pending') "
+    "ORDER BY updated_at LIMIT :limit"
+)
 CANCEL_PAUSED_RUN = (
     "UPDATE runs SET status = 'cancelled', error = :reason, updated_at = :now "
     "WHERE id = :run_id AND status = 'paused'"

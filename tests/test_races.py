@@ -128,3 +128,32 @@ async def test_a_decision_racing_the_expiry_of_its_sibling_claims_the_resume_onc
         run = await replica_a.get_run(run_id)
         assert run is not None and run.status == "resuming"
 
+
+async def test_stranded_runs_are_found_and_claimed_by_one_replica(database: Database) -> None:
+    replica_a, replica_b = await database.open(), await database.open()
+    now = utcnow()
+    await replica_a.insert_rows_for_benchmark(
+        runs=[paused_run("run_stranded", now), paused_run("run_waiting", now)],
+        approvals=[
+            pending_approval("apr_decided", "run_stranded", now) | {"status": "approved"},
+            pending_approval("apr_decided_too", "run_waiting", now) | {"status": "denied"},
+            pending_approval("apr_pending", "run_waiting", now),
+        ],
+    )
+    assert await replica_a.stranded_runs() == ["run_stranded"]
+
+    async def claim(repo: Repository, worker: str) -> bool:
+        return await repo.claim_stranded_run(
+            "run_stranded", worker=worker, lease_until=now + timedelta(minutes=5), now=now
+        )
+
+    claims = await asyncio.gather(claim(replica_a, "sweeper-a"), claim(replica_b, "sweeper-b"))
+    assert sorted(claims) == [False, True]
+    assert await replica_a.stranded_runs() == []
+    assert not await replica_b.claim_stranded_run(
+        "run_waiting", worker="sweeper-b", lease_until=now + timedelta(minutes=5), now=now
+    ), "a run with an approval still pending is not stranded"
+    run = await replica_a.get_run("run_stranded")
+    assert run is not None and run.status == "resuming"
+    events = [e.event for e in await replica_a.audit_trail(run_id="run_stranded")]
+    assert events == ["stranded_resume_claimed"]
