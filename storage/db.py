@@ -73,6 +73,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool, StaticPool
 
+from storage.values import json_text as json_text  # JSON column text, for the repository
+from storage.values import storable_text
+
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///approval-bot.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Inline mode: writes between two checkpoints of the WAL by the writer thread, and how long
@@ -99,7 +102,8 @@ class Tx(Protocol):
     """The statements of one transaction. SQL uses ``:name`` parameters.
 
     Parameters are plain Python values: ``datetime`` (naive UTC), ``str``, ``int``, ``bool``,
-    ``None``; JSON columns take ``json.dumps`` text (:func:`json_text`).
+    ``None``; JSON columns take ``json.dumps`` text (:func:`json_text`). Strings are stored
+    as :mod:`storage.values` says (NUL and lone surrogates replaced), on both databases.
     """
 
     dialect: str
@@ -145,11 +149,6 @@ class Database(Protocol):
     def engine(self) -> AsyncEngine: ...
 
     async def close(self) -> None: ...
-
-
-def json_text(value: Any) -> str:
-    """JSON column values, serialized exactly as SQLAlchemy's JSON type does."""
-    return json.dumps(value)
 
 
 # -- URLs ----------------------------------------------------------------------------------
@@ -236,7 +235,15 @@ def sqlite_datetime(value: datetime) -> str:
 def _sqlite_params(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not params:
         return {}
-    return {k: sqlite_datetime(v) if isinstance(v, datetime) else v for k, v in params.items()}
+    return {k: _sqlite_value(v) for k, v in params.items()}
+
+
+def _sqlite_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, datetime):
+        return sqlite_datetime(value)
+    return value
 
 
 # Stored value (never None) -> Python value, by column kind.
@@ -550,7 +557,10 @@ def _positional(names: tuple[str, ...], params: Mapping[str, Any] | None) -> tup
     if not names:
         return ()
     assert params is not None
-    return tuple(params[name] for name in names)
+    return tuple(
+        storable_text(value) if isinstance(value, str) else value
+        for value in (params[name] for name in names)
+    )
 
 
 class _PostgresTx:

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.models import Approval, Run
+from storage.values import storable
 
 FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
 ACTIVE_RUN_STATUSES = ("running", "resuming")
@@ -88,6 +89,12 @@ def canonical_json(value: Any) -> str:
 
 
 def payload_hash(tool_name: str, arguments: dict[str, Any], definition: dict[str, Any]) -> str:
-    """Hash of exactly what would run: the tool, its arguments and the tool's definition."""
-    material = canonical_json({"tool": tool_name, "arguments": arguments, "definition": definition})
+    """Hash of exactly what would run: the tool, its arguments and the tool's definition.
+
+    Taken over the values as stored (:mod:`storage.values`): the call that runs after the
+    approval is rebuilt from the stored history, so that is what is approved.
+    """
+    material = canonical_json(
+        storable({"tool": tool_name, "arguments": arguments, "definition": definition})
+    )
     return hashlib.sha256(material.encode()).hexdigest()

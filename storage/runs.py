@@ -41,6 +41,7 @@ from storage.statements import (
     lock_run,
     run_busy,
 )
+from storage.values import storable
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
 
@@ -94,7 +95,7 @@ class RunStore:
                     "requester": requester,
                     "status": "running",
                     "model_id": model_id,
-                    "history": [*opening_messages, *new_messages],
+                    "history": storable([*opening_messages, *new_messages]),
                     "turn": 0,
                     "answer": None,
                     "error": None,
@@ -114,7 +115,7 @@ class RunStore:
                 status="running",
                 requester=requester,
                 model_id=model_id,
-                history=[*values["history"], *new_messages],
+                history=[*values["history"], *storable(new_messages)],
                 # A new request is a new turn: approvals of earlier turns never answer its
                 # calls, even when a provider reuses tool call ids like "call_0".
                 turn=values["turn"] + 1,
@@ -180,7 +181,7 @@ class RunStore:
                     "turn": turn,
                     "tool_call_id": draft.tool_call_id,
                     "tool_name": draft.tool_name,
-                    "arguments": draft.arguments,
+                    "arguments": storable(draft.arguments),
                     "payload_hash": draft.payload_hash,
                     "status": "pending",
                     "requester": requester,
