@@ -11,7 +11,7 @@ import pytest
 
 from bot.clock import utcnow
 from bot.runner import Request, Runner
-from storage.repository import Repository
+from storage.repository import PendingFilter, Repository
 from storage.values import json_text, storable
 from tests import ops_tools
 from tests.conftest import Database, make_config
@@ -149,3 +149,34 @@ async def test_an_odd_argument_is_approved_and_run_as_stored(
     assert ran == [("restart_service", {"service": stored})]
     executed = await runner.repo.get_approval(approval.id)
     assert executed is not None and executed.status == "executed"
+
+
+async def test_odd_values_through_slack_card_decision_and_answer(repo: Repository) -> None:
+    """Mention, card, approve, answer: the same outcome on both databases."""
+    from tests.slack_harness import has_buttons, running_bot
+
+    arguments = {"service": "db\ud800\x00", "replicas": math.nan}
+    text = "<@U0BOT> " + json.dumps({"tool_calls": [{"name": "scale", "arguments": arguments}]})
+    config = make_config(
+        tools=["tests.test_values:scale"], policies={"scale": {"approvers": ["U0APPROVER1"]}}
+    )
+    async with running_bot(config, repo) as slack:
+        reply = await slack.server.mention("U0REQUESTER", "C0OPS", text)
+        await slack.settle()
+        [card] = slack.cards()
+        assert "db\ufffd\ufffd" in json.dumps(card.blocks, ensure_ascii=False)
+        [approval], _ = await repo.list_pending(PendingFilter(), now=utcnow())
+        assert approval.arguments == {"service": "db\ufffd\ufffd", "replicas": "NaN"}
+        await slack.server.click("U0APPROVER1", card, "approval_approve")
+        await slack.settle()
+        assert not has_buttons(slack.card_for(approval.id))
+        thread = slack.thread_of(reply)
+    ran = list(ops_tools.EXECUTED)
+    assert ran == [("scale", {"service": "db\ufffd\ufffd", "replicas": "NaN"})]
+    assert any("scale=scaled db\ufffd\ufffd to NaN" in m.text for m in thread)
+
+
+def scale(service: str, replicas: float) -> str:
+    """Scale a service."""
+    ops_tools.EXECUTED.append(("scale", {"service": service, "replicas": replicas}))
+    return f"scaled {service} to {replicas}"
