@@ -1,10 +1,10 @@
 """The one rule for values we store, so that SQLite and PostgreSQL keep exactly the same ones.
 
 Text from models, tools and people can hold what one database takes and the other refuses:
-PostgreSQL rejects NUL in text ("invalid byte sequence") and NaN or Infinity in JSON, and no
-UTF-8 database can hold a lone surrogate (a half of a UTF-16 pair, which a model's JSON
-``"\\ud800"`` escape produces); SQLite took all of these. Every text and JSON value bound to
-a statement therefore passes through here first:
+PostgreSQL rejects NUL in text ("invalid byte sequence") and NaN or Infinity in JSON, which
+SQLite stored; a lone surrogate (half of a UTF-16 pair, which a model's JSON ``"\\ud800"``
+escape produces) cannot be encoded as UTF-8 for either database's text, though both kept it
+escaped inside JSON. Every text and JSON value bound to a statement passes through here:
 
 - In text, NUL and lone surrogates become U+FFFD (the replacement character); a surrogate
   pair written as two code points becomes the one character it encodes, as JSON reads it.
