@@ -5,12 +5,15 @@ would; on PostgreSQL (READ COMMITTED) these are the races that used to strand ru
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
 from bot.clock import utcnow
+from bot.runner import Decision, Request, Runner
 from storage.repository import Repository
-from tests.conftest import Database
+from tests import ops_tools
+from tests.conftest import Database, make_config
 
 TRIALS = 50
 
@@ -157,3 +160,37 @@ async def test_stranded_runs_are_found_and_claimed_by_one_replica(database: Data
     assert run is not None and run.status == "resuming"
     events = [e.event for e in await replica_a.audit_trail(run_id="run_stranded")]
     assert events == ["stranded_resume_claimed"]
+
+
+async def test_two_replicas_clicking_the_last_two_approvals_resume_the_run_once(
+    database: Database,
+) -> None:
+    """The same race through the runner, as two replicas' clicks: every run completes and
+    each approved call runs exactly once."""
+    config = make_config()
+    replica_a = Runner(await database.open(), config, worker_id="replica-a")
+    replica_b = Runner(await database.open(), config, worker_id="replica-b")
+    trials = 20
+    for i in range(trials):
+        text = json.dumps(
+            {
+                "tool_calls": [
+                    {"name": "restart_service", "arguments": {"service": f"web{i}"}},
+                    {"name": "restart_service", "arguments": {"service": f"api{i}"}},
+                ]
+            }
+        )
+        paused = await replica_a.start(
+            Request(text=text, requester="U0REQUESTER", conversation_key=f"trial-{i}")
+        )
+        first, second = paused.new_approvals
+        decisions: list[Decision] = await asyncio.gather(
+            replica_a.decide(first.id, actor="U0APPROVER1", approve=True),
+            replica_b.decide(second.id, actor="U0APPROVER2", approve=True),
+        )
+        claimed = [d.resume_claimed for d in decisions]
+        assert sorted(claimed) == [False, True], f"trial {i}: claims {claimed}"
+        resumer = replica_a if claimed[0] else replica_b
+        assert (await resumer.resume(paused.run_id)).status == "completed"
+    ran = sorted(args["service"] for _, args in ops_tools.EXECUTED)
+    assert ran == sorted(f"{name}{i}" for i in range(trials) for name in ("web", "api"))
