@@ -3,6 +3,8 @@
 A user message that is JSON ``{"tool_calls": [{"name": …, "arguments": {…}}]}`` makes it call
 those tools. After tool results it answers ``Results: name=output; …`` listing every tool
 result in the history since the last user message, so tests can see what the model read.
+``{"steps": [{"tool_calls": […]}, …]}`` scripts several responses of one turn instead: the
+N-th response after the user message makes the calls of step N (then it answers as above).
 Every prompt's messages are kept in ``ScriptedModel.seen`` for assertions.
 """
 
@@ -29,14 +31,17 @@ class ScriptedModel(llm.AsyncModel):
         ScriptedModel.seen.append([m.to_dict() for m in messages])
         last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
         after = messages[last_user + 1 :]
+        text = "".join(p.text for p in messages[last_user].parts if isinstance(p, TextPart))
+        script = _script(text)
+        steps = script.get("steps") or [script]
+        step = sum(1 for m in after if m.role == "assistant")
         results = [
             p for m in after if m.role == "tool" for p in m.parts if isinstance(p, ToolResultPart)
         ]
-        if results:
+        if results and step >= len(steps):
             yield "Results: " + "; ".join(f"{r.name}={r.output}" for r in results)
             return
-        text = "".join(p.text for p in messages[last_user].parts if isinstance(p, TextPart))
-        script = _script(text)
+        script = steps[min(step, len(steps) - 1)]
         for call in script.get("tool_calls", []):
             response.add_tool_call(
                 llm.ToolCall(
