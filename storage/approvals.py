@@ -19,12 +19,15 @@ from storage.statements import (
     APPROVALS_FOR_RUN,
     APPROVALS_FOR_TURN,
     BEGIN_EXECUTION,
+    BEGIN_EXECUTION_FENCED,
     CANCEL_APPROVED,
+    CANCEL_UNRUNNABLE,
     DECIDE,
     DUE_APPROVALS,
     EXPIRE,
     MARK_OUTCOME_UNKNOWN,
     RECORD_EXECUTION,
+    RECORD_LATE_EXECUTION,
     SET_CARD,
     audit,
     cancel_paused_run,
@@ -144,11 +147,23 @@ class ApprovalStore:
 
         return await self.database.run(body, READ_ONE)
 
-    async def begin_execution(self, approval_id: str, *, now: datetime) -> bool:
-        """``approved -> executing``, recorded before the tool runs: at most once."""
+    async def begin_execution(
+        self, approval_id: str, *, now: datetime, owner: str | None = None
+    ) -> bool:
+        """``approved -> executing``, recorded before the tool runs: at most once.
+
+        Only before the approval's ``expires_at``; with ``owner``, only while that lease owner
+        still drives the approval's run. False when the call must not start (the caller reads
+        the approval to say why).
+        """
+        params = {"id": approval_id, "now": now}
+        sql = BEGIN_EXECUTION
+        if owner is not None:
+            params["owner"] = owner
+            sql = BEGIN_EXECUTION_FENCED
 
         def body(tx: Tx) -> bool:
-            row = tx.one(BEGIN_EXECUTION, {"id": approval_id, "now": now})
+            row = tx.one(sql, params)
             if row is None:
                 return False
             audit(tx, now, "execution_started", run_id=row[0], approval_id=approval_id)
@@ -159,19 +174,32 @@ class ApprovalStore:
     async def record_execution(
         self, approval_id: str, *, result: str, failed: bool, now: datetime
     ) -> None:
-        """``executing -> executed`` with the tool's output (or its error)."""
+        """``executing -> executed`` with the tool's output (or its error).
+
+        Also ``unknown -> executed``: the run was taken over while the tool ran and the taker
+        recorded the outcome as unknown (it never re-runs such a call). The worker that ran it
+        is the only one that knows the result, so it still records it, marked as late.
+        """
+        params = {"id": approval_id, "result": result}
 
         def body(tx: Tx) -> None:
-            row = tx.one(RECORD_EXECUTION, {"id": approval_id, "result": result})
+            late = False
+            row = tx.one(RECORD_EXECUTION, params)
+            if row is None:
+                row = tx.one(RECORD_LATE_EXECUTION, params)
+                late = True
             if row is None:
                 raise StorageError(f"approval {approval_id} was not executing")
+            detail: dict[str, Any] = {"result": result[:2000]}
+            if late:
+                detail["after_outcome_unknown"] = True
             audit(
                 tx,
                 now,
                 "execution_failed" if failed else "execution_finished",
                 run_id=row[0],
                 approval_id=approval_id,
-                result=result[:2000],
+                **detail,
             )
 
         await self.database.run(body, WRITE)
@@ -193,6 +221,25 @@ class ApprovalStore:
 
         def body(tx: Tx) -> bool:
             row = tx.one(CANCEL_APPROVED, {"id": approval_id, "reason": reason})
+            if row is None:
+                return False
+            audit(
+                tx,
+                now,
+                "approval_cancelled",
+                run_id=row[0],
+                approval_id=approval_id,
+                reason=reason,
+            )
+            return True
+
+        return await self.database.run(body, WRITE)
+
+    async def cancel_unrunnable(self, approval_id: str, *, reason: str, now: datetime) -> bool:
+        """``pending | approved -> cancelled``: the call can never run (its tool is gone)."""
+
+        def body(tx: Tx) -> bool:
+            row = tx.one(CANCEL_UNRUNNABLE, {"id": approval_id, "reason": reason, "now": now})
             if row is None:
                 return False
             audit(

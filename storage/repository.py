@@ -10,9 +10,9 @@ calls ``approved -> executing -> executed``; ``executing -> unknown`` when a wor
 starting a call and recording its result (it is never run again).
 
 Run statuses: ``running -> paused -> resuming -> running -> completed | failed | cancelled``.
-A run is driven only by the worker holding its lease (``lease_owner`` until
-``lease_expires_at``); a crashed worker's lease runs out and ``take_over_run`` hands the run to
-another.
+A run is driven only by the drive holding its lease (``lease_owner``, a worker id plus a
+token per drive, until ``lease_expires_at``); a crashed worker's lease runs out and
+``take_over_run`` hands the run to another.
 
 How it is written: each public method is an ``async`` shell around one transaction body, a
 plain function over a :class:`storage.db.Tx` that runs a few portable SQL statements, and

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from storage.db import Database, Mode, Tx, json_text
-from storage.models import Run
+from storage.models import Approval, Run
 from storage.records import (
     FINISHED_RUN_STATUSES,
     ApprovalDraft,
@@ -17,6 +17,7 @@ from storage.records import (
 )
 from storage.rows import APPROVALS, RUNS
 from storage.statements import (
+    APPROVALS_FOR_TURN,
     CONTINUE_RUN,
     FINISH_RUN_KEEP_HISTORY,
     FINISH_RUN_WITH_HISTORY,
@@ -44,6 +45,12 @@ from storage.statements import (
 from storage.values import storable
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
+
+# (history, run status, run error, approvals of the run's last turn) -> history in which
+# every tool call has a result. Given by the engine: storage does not read llm messages.
+SettleHistory = Callable[
+    [list[dict[str, Any]], str, str | None, list[Approval]], list[dict[str, Any]]
+]
 
 
 class RunStore:
@@ -73,10 +80,13 @@ class RunStore:
         team_id: str = "",
         channel: str = "",
         thread_ts: str = "",
+        settle_history: SettleHistory | None = None,
     ) -> Run:
         """Start a run for a conversation, or continue its finished run with new messages.
 
         ``opening_messages`` (the system prompt) begin a new conversation's history only.
+        ``settle_history`` closes the tool calls a failed or cancelled run left without a
+        result (providers reject such a history), in the same transaction.
 
         The new user message is stored before any model call, so a crash mid-turn loses
         nothing: whoever takes the run over replays the turn from the stored history.
@@ -111,11 +121,17 @@ class RunStore:
             values = RUNS.values(tx, row)
             if values["status"] not in FINISHED_RUN_STATUSES:
                 raise RunBusy(RUNS.build(values))
+            history = values["history"]
+            if settle_history is not None and values["status"] in ("failed", "cancelled"):
+                params = {"run_id": values["id"], "turn": values["turn"]}
+                approvals = [APPROVALS.load(tx, r) for r in tx.all(APPROVALS_FOR_TURN, params)]
+                settled = settle_history(history, values["status"], values["error"], approvals)
+                history = storable(settled)
             values.update(
                 status="running",
                 requester=requester,
                 model_id=model_id,
-                history=[*values["history"], *storable(new_messages)],
+                history=[*history, *storable(new_messages)],
                 # A new request is a new turn: approvals of earlier turns never answer its
                 # calls, even when a provider reuses tool call ids like "call_0".
                 turn=values["turn"] + 1,
@@ -150,11 +166,13 @@ class RunStore:
         lease_until: datetime,
         now: datetime,
         still_pending: Sequence[str] = (),
+        claimer: str | None = None,
     ) -> PauseOutcome:
         """Store the paused history and its new pending approvals in one transaction.
 
         A pause with no new drafts waits on approvals from an earlier turn; if those were all
-        decided while the run was running, this worker claims the resume itself.
+        decided while the run was running, this worker claims the resume itself (as
+        ``claimer``, default ``worker``: whoever then calls ``start_resumed_run``).
         """
         history_text = json_text(history)
 
@@ -221,7 +239,7 @@ class RunStore:
                 tx.executemany(INSERT_APPROVAL, [APPROVALS.params(r) for r in rows])
                 tx.executemany(INSERT_APPROVER, approver_rows(rows))
             tx.executemany(INSERT_AUDIT, audits)
-            claimed = not rows and claim_resume(tx, run_id, worker, lease_until, now)
+            claimed = not rows and claim_resume(tx, run_id, claimer or worker, lease_until, now)
             return PauseOutcome(
                 approvals=[APPROVALS.build(r) for r in rows], resume_claimed=claimed
             )
@@ -262,12 +280,28 @@ class RunStore:
         await self.database.run(body, WRITE)
 
     async def start_resumed_run(
-        self, run_id: str, *, worker: str, lease_until: datetime, now: datetime
+        self,
+        run_id: str,
+        *,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        owner: str | None = None,
     ) -> Run:
-        """``resuming -> running`` for the worker that claimed the resume."""
+        """``resuming -> running`` for the worker that claimed the resume.
+
+        ``owner`` (default ``worker``) then holds the lease: one drive, not the whole worker,
+        so a second drive of the same run in the same process is fenced off.
+        """
+        params = {
+            "id": run_id,
+            "worker": worker,
+            "owner": owner or worker,
+            "lease_until": lease_until,
+            "now": now,
+        }
 
         def body(tx: Tx) -> Run:
-            params = {"id": run_id, "worker": worker, "lease_until": lease_until, "now": now}
             row = tx.one(START_RESUMED_RUN, params)
             if row is None:
                 raise LeaseLost(run_id)

@@ -43,8 +43,8 @@ FINISH_RUN = (
 FINISH_RUN_KEEP_HISTORY = FINISH_RUN.format(history="")
 FINISH_RUN_WITH_HISTORY = FINISH_RUN.format(history=", history = :history")
 START_RESUMED_RUN = (
-    "UPDATE runs SET status = 'running', lease_expires_at = :lease_until, updated_at = :now "
-    "WHERE id = :id AND status = 'resuming' AND lease_owner = :worker "
+    "UPDATE runs SET status = 'running', lease_owner = :owner, lease_expires_at = :lease_until, "
+    "updated_at = :now WHERE id = :id AND status = 'resuming' AND lease_owner = :worker "
     f"RETURNING {RUNS.columns}"
 )
 STALE_RUNS = (
@@ -118,13 +118,27 @@ DUE_APPROVALS = (
     "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= :now "
     "ORDER BY expires_at LIMIT :limit"
 )
+# An approved call starts only before its approval expires, and (fenced) only for the drive
+# that holds its run's lease: a drive that lost it never starts a gated call.
 BEGIN_EXECUTION = (
     "UPDATE approvals SET status = 'executing', executed_at = :now "
-    "WHERE id = :id AND status = 'approved' RETURNING run_id"
+    "WHERE id = :id AND status = 'approved' AND expires_at > :now RETURNING run_id"
+)
+BEGIN_EXECUTION_FENCED = (
+    "UPDATE approvals SET status = 'executing', executed_at = :now "
+    "WHERE id = :id AND status = 'approved' AND expires_at > :now AND EXISTS ("
+    "SELECT 1 FROM runs WHERE runs.id = approvals.run_id AND runs.lease_owner = :owner) "
+    "RETURNING run_id"
 )
 RECORD_EXECUTION = (
     "UPDATE approvals SET status = 'executed', result = :result "
     "WHERE id = :id AND status = 'executing' RETURNING run_id"
+)
+# The worker that ran the call finished after its run was taken over and the taker had
+# recorded the outcome as unknown: the result is still the truth, and nobody re-runs it.
+RECORD_LATE_EXECUTION = (
+    "UPDATE approvals SET status = 'executed', result = :result "
+    "WHERE id = :id AND status = 'unknown' RETURNING run_id"
 )
 MARK_OUTCOME_UNKNOWN = (
     "UPDATE approvals SET status = 'unknown' "
@@ -133,6 +147,12 @@ MARK_OUTCOME_UNKNOWN = (
 CANCEL_APPROVED = (
     "UPDATE approvals SET status = 'cancelled', result = :reason "
     "WHERE id = :id AND status = 'approved' RETURNING run_id"
+)
+# A call that can never run (its tool is no longer configured), decided or not.
+CANCEL_UNRUNNABLE = (
+    "UPDATE approvals SET status = 'cancelled', result = :reason, "
+    "decided_at = COALESCE(decided_at, :now) "
+    "WHERE id = :id AND status IN ('pending', 'approved') RETURNING run_id"
 )
 SET_CARD = "UPDATE approvals SET card_channel = :channel, card_ts = :ts WHERE id = :id"
 
