@@ -1,14 +1,21 @@
 """The approval gate: the one place that turns a decision into a tool result.
 
-Every configured tool is wrapped before the model sees it. A tool whose policy requires
-approval gets ``gate``: the first time a call arrives it records an approval draft and pauses
-the chain; when the chain is resumed the same call re-executes through llm's normal machinery
-and the gate runs the tool (approved), or answers with the decision (denied, expired,
-cancelled). Because the gate wraps the tool itself, every path that executes it passes here.
+Every configured tool is wrapped in ``gate`` before the model sees it. When a call of a tool
+whose policy requires approval arrives, the gate records an approval draft and pauses the
+chain; when the chain is resumed the same call re-executes through llm's normal machinery and
+the gate runs the tool (approved), or answers with the decision (denied, expired, cancelled).
+Because the gate wraps the tool itself, every path that executes it passes here.
 
 The gate sits before any side effect and records ``approved -> executing`` before the tool
-runs and ``executing -> executed`` after, so a call is executed at most once: a call found
+runs (only before the approval expires, and only while this drive holds the run's lease) and
+``executing -> executed`` after, so a call is executed at most once: a call found
 ``executing`` (its worker died in between) is reported as "outcome unknown", never re-run.
+
+Gating belongs to the approval, not to whichever config resumes the run: every tool goes
+through ``gate``, and a call that has an approval is answered from it even if today's policy
+no longer gates the tool (or the tool is gone: see ``answer_unconfigured``). An approval
+answers only the call it was requested for (a trailing call of the resumed history), once; a
+later call in the same drive that reuses its tool call id ("call_0") asks for a new one.
 
 The run's context (run id, requester, where new drafts go) travels in a contextvar, which llm
 copies into the tasks that run sibling calls concurrently.
@@ -20,7 +27,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,7 +39,13 @@ from bot.failpoints import failpoint
 from bot.ids import new_approval_id
 from bot.policy import Policy
 from bot.tools import tool_definition
-from storage.repository import ApprovalDraft, Repository, canonical_json, payload_hash
+from storage.repository import (
+    ApprovalDraft,
+    LeaseLost,
+    Repository,
+    canonical_json,
+    payload_hash,
+)
 
 
 class ApprovalRequired(llm.PauseChain):
@@ -51,43 +64,47 @@ class GateFailure(llm.PauseChain):
         self.original = original
 
 
+class HandedOver(llm.PauseChain):
+    """This drive lost its run's lease: another drive carries the run on, so stop quietly."""
+
+
 @dataclass
 class TurnContext:
     run_id: str
     requester: str
     repo: Repository
     clock: Callable[[], datetime]
-    # The run's approvals by tool call id, read once when the drive starts: every approval
-    # of a resumed turn is decided by then, and decided ones only move through the
-    # conditional UPDATEs below.
+    # The lease owner of this drive (fences the start of gated calls), and how to renew the
+    # lease: raises LeaseLost once another drive has taken the run over.
+    owner: str | None = None
+    keep_lease: Callable[[], Awaitable[None]] | None = None
+    # The approvals of the resumed history's trailing calls, by tool call id, read once when
+    # the drive starts: every one is decided by then, and decided ones only move through the
+    # conditional UPDATEs below. Each answers its call once (``take_approval``).
     approvals: dict[str, Any] = field(default_factory=dict)
     drafts: list[ApprovalDraft] = field(default_factory=list)
     still_pending: list[str] = field(default_factory=list)
     failures: list[GateFailure] = field(default_factory=list)
+    lease_lost: bool = False
+
+    def take_approval(self, tool_call: llm.ToolCall) -> Any | None:
+        """The approval requested for this call, at most once per drive."""
+        return self.approvals.pop(tool_call.tool_call_id or "", None)
 
 
 current_turn: ContextVar[TurnContext] = ContextVar("approval_bot_turn")
 
 
 def wrap_tools(tools: list[llm.Tool], policy_for: Callable[[str], Policy | None]) -> list[llm.Tool]:
-    """The tools the model gets: gated where policy says so, all of them async."""
-    wrapped = []
-    for tool in tools:
-        policy = policy_for(tool.name)
-        wrapped.append(gated_tool(tool, policy) if policy is not None else threaded_tool(tool))
-    return wrapped
+    """The tools the model gets, every one behind the gate and async.
 
-
-def threaded_tool(tool: llm.Tool) -> llm.Tool:
-    """Run a sync tool in a worker thread so it never blocks the event loop (Slack acks)."""
-    implementation = tool.implementation
-    if implementation is None or inspect.iscoroutinefunction(implementation):
-        return tool
-
-    async def run_in_thread(llm_tool_call: llm.ToolCall, **_arguments: Any) -> Any:
-        return await call_tool(tool, llm_tool_call)
-
-    return dataclasses.replace(tool, implementation=run_in_thread)
+    The policy only decides whether a call *without* an approval needs one; a call that has
+    an approval is answered from it whatever the policy says now.
+    """
+    return [
+        gated_tool(tool, policy_for(tool.name)) if tool.implementation is not None else tool
+        for tool in tools
+    ]
 
 
 async def call_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
@@ -105,19 +122,32 @@ async def call_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
     return result
 
 
-def gated_tool(tool: llm.Tool, policy: Policy) -> llm.Tool:
+def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
+    """``tool`` behind the gate; ``policy`` None: calls without an approval just run."""
     definition = tool_definition(tool)
 
     async def gate(llm_tool_call: llm.ToolCall, **_arguments: Any) -> Any:
-        turn = current_turn.get()
-        approval = turn.approvals.get(llm_tool_call.tool_call_id or "")
+        turn = current_turn.get(None)
+        if turn is None and policy is None:
+            return await call_tool(tool, llm_tool_call)
+        if turn is None:
+            raise RuntimeError(f"{tool.name} needs approval but no run is being driven")
+        if turn.lease_lost:
+            raise HandedOver(f"run {turn.run_id}: lease lost")
+        approval = turn.take_approval(llm_tool_call)
         if approval is None:
+            if policy is None:
+                # Sync tools run in a worker thread, off the event loop (Slack acks).
+                return await call_tool(tool, llm_tool_call)
             turn.drafts.append(_draft(tool.name, llm_tool_call, definition, policy, turn.clock()))
             raise ApprovalRequired(f"{tool.name} needs approval")
         try:
             return await _answer(turn, tool, definition, llm_tool_call, approval)
-        except ApprovalRequired:
+        except (ApprovalRequired, HandedOver):
             raise
+        except LeaseLost:
+            turn.lease_lost = True
+            raise HandedOver(f"run {turn.run_id}: lease lost") from None
         except ToolRaised as raised:
             raise raised.original from None
         except Exception as exc:
@@ -183,23 +213,61 @@ async def _answer(
     if status == "pending":
         turn.still_pending.append(approval.id)
         raise ApprovalRequired(f"{tool.name} still needs approval")
-    if status == "executed":
-        # Already ran (the run was taken over after the result was recorded): same answer.
-        return approval.result or ""
-    if status == "denied":
-        reason = f": {approval.reason}" if approval.reason else " (no reason given)"
-        return f"Denied by @{approval.decided_by}{reason}. The call was not run."
-    if status == "expired":
-        when = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
-        return f"Expired at {when} with no decision. The call was not run."
-    if status == "cancelled":
-        return f"Cancelled: {approval.result or approval.reason}. The call was not run."
     if status == "executing":
-        await turn.repo.mark_outcome_unknown(approval.id, now=turn.clock())
+        return await _outcome_unknown(turn, approval)
+    return decision_text(approval)
+
+
+def decision_text(approval: Any) -> str:
+    """The tool result for a call whose approval is settled (never runs it)."""
+    match approval.status:
+        case "executed":
+            # Already ran (the run was taken over after the result was recorded): same answer.
+            return approval.result or ""
+        case "denied":
+            reason = f": {approval.reason}" if approval.reason else " (no reason given)"
+            return f"Denied by @{approval.decided_by}{reason}. The call was not run."
+        case "expired":
+            when = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+            return f"Expired at {when} with no decision. The call was not run."
+        case "cancelled":
+            return f"Cancelled: {approval.result or approval.reason}. The call was not run."
+    return unknown_text(approval.tool_name)
+
+
+def unknown_text(tool_name: str) -> str:
     return (
-        f"Outcome unknown: the approved call to {tool.name} started but its result was never "
+        f"Outcome unknown: the approved call to {tool_name} started but its result was never "
         "recorded (the worker stopped). It was not run again; check its effect by hand."
     )
+
+
+async def _outcome_unknown(turn: TurnContext, approval: Any) -> str:
+    """A call found ``executing``: its worker stopped, or is still at it after losing the run."""
+    if not await turn.repo.mark_outcome_unknown(approval.id, now=turn.clock()):
+        current = await turn.repo.get_approval(approval.id)
+        if current is not None and current.status == "executed":
+            return decision_text(current)  # its worker recorded the result meanwhile
+    return unknown_text(approval.tool_name)
+
+
+async def answer_unconfigured(turn: TurnContext, tool_call: llm.ToolCall, approval: Any) -> str:
+    """The result for a call to a tool this process does not have (no longer configured).
+
+    A call that may still run (pending, approved) is cancelled, audited, and the model is
+    told why; a settled one is answered with its decision, as the gate would.
+    """
+    name = tool_call.name
+    if approval is None:
+        return f"Error: the tool {name} is not configured; the call was not run."
+    if approval.status in ("pending", "approved"):
+        reason = f"the tool {name} is no longer configured"
+        if await turn.repo.cancel_unrunnable(approval.id, reason=reason, now=turn.clock()):
+            return f"Cancelled: {reason}; the call was not run."
+        approval = await turn.repo.get_approval(approval.id) or approval
+    if approval.status == "executing":
+        return await _outcome_unknown(turn, approval)
+    return decision_text(approval)
 
 
 async def _execute(
@@ -209,7 +277,7 @@ async def _execute(
     tool_call: llm.ToolCall,
     approval: Any,
 ) -> Any:
-    """Run exactly the call that was approved, once."""
+    """Run exactly the call that was approved, once, and only if it can start in time."""
     arguments = dict(tool_call.arguments)
     if (
         payload_hash(tool.name, arguments, definition) != approval.payload_hash
@@ -221,11 +289,9 @@ async def _execute(
         )
         await turn.repo.cancel_approved(approval.id, reason=reason, now=turn.clock())
         return f"Cancelled: {reason}. The call was not run."
-    if not await turn.repo.begin_execution(approval.id, now=turn.clock()):
-        return (
-            f"Outcome unknown here: approval {approval.id} is being executed by another "
-            "worker. Do not ask for the same call again."
-        )
+    now = turn.clock()
+    if not await turn.repo.begin_execution(approval.id, now=now, owner=turn.owner):
+        return await _not_started(turn, approval, now)
     failpoint("execution_started")
     try:
         result = await call_tool(tool, tool_call)
@@ -233,9 +299,39 @@ async def _execute(
         await turn.repo.record_execution(
             approval.id, result=f"Error: {exc}", failed=True, now=turn.clock()
         )
+        await _still_ours(turn)
         raise ToolRaised(exc) from exc
     output = result.output if isinstance(result, llm.ToolOutput) else result
     text = output if isinstance(output, str) else json.dumps(output, default=repr)
     await turn.repo.record_execution(approval.id, result=text, failed=False, now=turn.clock())
     failpoint("execution_recorded")
+    await _still_ours(turn)
     return result
+
+
+async def _still_ours(turn: TurnContext) -> None:
+    """After a gated call: if another drive took the run over meanwhile, stop this one.
+
+    The result is recorded either way; the drive that holds the run answers in the thread.
+    """
+    if turn.keep_lease is not None:
+        await turn.keep_lease()  # raises LeaseLost: the gate turns it into HandedOver
+
+
+async def _not_started(turn: TurnContext, approval: Any, now: datetime) -> str:
+    """``begin_execution`` refused: the approval expired, or the run is not ours, or it ran."""
+    current = await turn.repo.get_approval(approval.id)
+    if current is not None and current.status == "approved":
+        if current.expires_at > now:
+            raise LeaseLost(turn.run_id)  # another drive holds the run: it answers
+        when = current.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+        reason = f"approved, but the call could not start before the approval expired at {when}"
+        if await turn.repo.cancel_approved(approval.id, reason=reason, now=now):
+            return f"Cancelled: {reason}. The call was not run."
+        current = await turn.repo.get_approval(approval.id)
+    if current is not None and current.status not in ("approved", "executing", "unknown"):
+        return decision_text(current)
+    return (
+        f"Outcome unknown here: approval {approval.id} is being executed by another "
+        "worker. Do not ask for the same call again."
+    )

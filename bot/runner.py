@@ -7,8 +7,10 @@ the chain completes. Resuming rebuilds the chain from that history with the same
 prompt text, so llm re-executes exactly the trailing calls that have no result yet, and the
 gate turns each decision into that call's result.
 
-Only the worker holding a run's lease drives it; a decision that leaves nothing pending
-claims the resume atomically, so concurrent deciders resume a run once.
+Only the drive holding a run's lease drives it (the lease owner is the worker id plus a token
+per drive, so two drives of one run in one process fence each other too); a decision that
+leaves nothing pending claims the resume atomically, so concurrent deciders resume a run once.
+A drive that finds it lost the lease stops and says nothing: the run is another drive's.
 """
 
 from __future__ import annotations
@@ -30,7 +32,16 @@ from ulid import ULID
 from bot.clock import utcnow
 from bot.config import Config
 from bot.failpoints import failpoint
-from bot.gate import ApprovalRequired, GateFailure, TurnContext, current_turn, wrap_tools
+from bot.gate import (
+    ApprovalRequired,
+    GateFailure,
+    HandedOver,
+    TurnContext,
+    answer_unconfigured,
+    current_turn,
+    wrap_tools,
+)
+from bot.history import settle_history, trailing_calls
 from bot.ids import new_run_id
 from bot.policy import refusal_reason
 from storage.models import Approval, Run
@@ -143,6 +154,10 @@ class Runner:
     def _lease_until(self) -> datetime:
         return self.clock() + self.config.run_lease
 
+    def _new_owner(self) -> str:
+        """The lease owner of one drive: this worker, and which of its drives."""
+        return f"{self.worker_id}/{str(ULID())[-8:]}"
+
     # -- starting and resuming -----------------------------------------------------------
 
     async def start(self, request: Request) -> RunOutcome:
@@ -150,6 +165,7 @@ class Runner:
         system = self.config.system_prompt
         if request.context:
             system = f"{system}\n\n{request.context}"
+        owner = self._new_owner()
         try:
             run = await self.repo.open_run(
                 run_id=new_run_id(),
@@ -158,23 +174,29 @@ class Runner:
                 model_id=self.config.model,
                 opening_messages=[_message("system", system)],
                 new_messages=[_message("user", request.text)],
-                worker=self.worker_id,
+                worker=owner,
                 lease_until=self._lease_until(),
                 now=self.clock(),
                 team_id=request.team_id,
                 channel=request.channel,
                 thread_ts=request.thread_ts,
+                settle_history=settle_history,
             )
         except RunBusy as busy:
             return RunOutcome(run_id=busy.run.id, status="busy", run=busy.run)
-        return await self._drive(run)
+        return await self._drive(run, owner)
 
     async def resume(self, run_id: str) -> RunOutcome:
         """Resume a run whose resume this worker claimed (through a decision or an expiry)."""
+        owner = self._new_owner()
         run = await self.repo.start_resumed_run(
-            run_id, worker=self.worker_id, lease_until=self._lease_until(), now=self.clock()
+            run_id,
+            worker=self.worker_id,
+            owner=owner,
+            lease_until=self._lease_until(),
+            now=self.clock(),
         )
-        return await self._drive(run)
+        return await self._drive(run, owner)
 
     async def recover_stale_runs(self) -> list[RunOutcome]:
         """Take over runs whose worker stopped renewing its lease, and carry them on."""
@@ -185,8 +207,9 @@ class Runner:
         with ``carry_on`` (the sweeper: as a task of its own, so one slow run stalls nothing)."""
         runs = []
         for run_id in await self.repo.stale_runs(self.clock()):
+            owner = self._new_owner()
             run = await self.repo.take_over_run(
-                run_id, worker=self.worker_id, lease_until=self._lease_until(), now=self.clock()
+                run_id, worker=owner, lease_until=self._lease_until(), now=self.clock()
             )
             if run is not None:
                 log.warning("taking over run %s: its worker's lease ran out", run_id)
@@ -194,8 +217,9 @@ class Runner:
         return runs
 
     async def carry_on(self, run: Run) -> RunOutcome:
-        """Drive a run returned by ``take_over_stale_runs``."""
-        return await self._drive(run)
+        """Drive a run returned by ``take_over_stale_runs`` (as the drive it was taken for)."""
+        assert run.lease_owner is not None
+        return await self._drive(run, run.lease_owner)
 
     async def claim_stranded_runs(self) -> list[str]:
         """Claim the resume of paused runs with nothing pending that nobody resumed (a safety
@@ -209,32 +233,41 @@ class Runner:
                 claimed.append(run_id)
         return claimed
 
-    async def _drive(self, run: Run) -> RunOutcome:
-        """Run the chain from the stored history until it completes, pauses or fails."""
-        turn = TurnContext(run_id=run.id, requester=run.requester, repo=self.repo, clock=self.clock)
+    async def _drive(self, run: Run, owner: str) -> RunOutcome:
+        """Run the chain from the stored history until it completes, pauses or fails.
+
+        ``owner`` is this drive's lease owner; every write that moves the run checks it.
+        """
+
+        async def keep_lease() -> None:
+            await self.repo.renew_lease(run.id, owner, self._lease_until())
+
+        turn = TurnContext(
+            run_id=run.id,
+            requester=run.requester,
+            repo=self.repo,
+            clock=self.clock,
+            owner=owner,
+            keep_lease=keep_lease,
+        )
         token = current_turn.set(turn)
-        heartbeat = asyncio.create_task(self._renew_lease(run.id))
+        heartbeat = asyncio.create_task(self._renew_lease(run.id, owner, turn))
         try:
-            return await self._run_turn(run, turn)
-        except LeaseLost:
-            # Another worker took the run over (this one stalled past its lease): the run is
-            # theirs to finish and to report, so say nothing in the thread.
-            log.warning("run %s: lease lost; the worker that took it over carries on", run.id)
-            return RunOutcome(run_id=run.id, status="handed_over", run=run)
+            return await self._run_turn(run, turn, owner)
+        except (LeaseLost, HandedOver):
+            return _handed_over(run)
         except Exception as exc:  # model errors, chain limit, storage failures while saving
-            return await self._fail(run, exc)
+            return await self._fail(run, exc, owner)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             current_turn.reset(token)
 
-    async def _run_turn(self, run: Run, turn: TurnContext) -> RunOutcome:
+    async def _run_turn(self, run: Run, turn: TurnContext, owner: str) -> RunOutcome:
         history = [Message.from_dict(m) for m in run.history]
         if history and history[-1].role != "user":
-            # Resuming a pause: its calls are answered by the approvals of this turn only.
-            approvals = await self.repo.approvals_for_turn(run.id, run.turn)
-            turn.approvals = {a.tool_call_id: a for a in approvals}
+            history = await self._answer_from_approvals(run, history, turn)
         last: Any = None
         try:
             conversation = self.model(run.model_id).conversation(
@@ -246,25 +279,29 @@ class Runner:
                 last = response
                 await response.text()
         except GateFailure as failure:
-            return await self._fail(run, failure.original)
+            return await self._fail(run, failure.original, owner)
+        except HandedOver:
+            return _handed_over(run)
         except ApprovalRequired as pause:
             if turn.failures:
-                return await self._fail(run, turn.failures[0].original)
+                return await self._fail(run, turn.failures[0].original, owner)
             paused_history = await _history_at(last, history)
             if pause.tool_results:
                 paused_history.append(_tool_results_message(pause.tool_results))
-            return await self._pause(run, paused_history, turn)
+            return await self._pause(run, paused_history, turn, owner)
         except llm.PauseChain as other:
             return await self._fail(
-                run, RuntimeError(f"a tool paused the chain outside the approval gate: {other}")
+                run,
+                RuntimeError(f"a tool paused the chain outside the approval gate: {other}"),
+                owner,
             )
         if turn.failures:
-            return await self._fail(run, turn.failures[0].original)
+            return await self._fail(run, turn.failures[0].original, owner)
         answer = await last.text() if last is not None else ""
         final_history = await _history_at(last, history)
         await self.repo.finish_run(
             run.id,
-            worker=self.worker_id,
+            worker=owner,
             status="completed",
             history=[m.to_dict() for m in final_history],
             answer=answer,
@@ -272,10 +309,43 @@ class Runner:
         )
         return RunOutcome(run_id=run.id, status="completed", answer=answer, run=run)
 
-    async def _pause(self, run: Run, history: list[Message], turn: TurnContext) -> RunOutcome:
+    async def _answer_from_approvals(
+        self, run: Run, history: list[Message], turn: TurnContext
+    ) -> list[Message]:
+        """Resuming a pause: match its trailing calls to the approvals requested for them.
+
+        Each approval answers its own call, once, through the gate, whatever today's config
+        says about the tool; a call to a tool this process no longer has is answered here
+        (its approval cancelled, or its decision given), so none is lost or left open.
+        """
+        calls = trailing_calls(history)
+        requested = {
+            a.tool_call_id: a for a in await self.repo.approvals_for_turn(run.id, run.turn)
+        }
+        turn.approvals = {
+            c.tool_call_id: requested[c.tool_call_id] for c in calls if c.tool_call_id in requested
+        }
+        configured = {tool.name for tool in self.tools}
+        unconfigured = [c for c in calls if c.name not in configured]
+        if not unconfigured:
+            return history
+        results = [
+            ToolResultPart(
+                name=call.name,
+                output=await answer_unconfigured(turn, call, turn.take_approval(call)),
+                tool_call_id=call.tool_call_id,
+            )
+            for call in unconfigured
+        ]
+        return [*history, Message(role="tool", parts=results)]
+
+    async def _pause(
+        self, run: Run, history: list[Message], turn: TurnContext, owner: str
+    ) -> RunOutcome:
         pause = await self.repo.save_pause(
             run.id,
-            worker=self.worker_id,
+            worker=owner,
+            claimer=self.worker_id,
             history=[m.to_dict() for m in history],
             drafts=turn.drafts,
             still_pending=turn.still_pending,
@@ -289,25 +359,28 @@ class Runner:
             return await self.resume(run.id)
         return RunOutcome(run_id=run.id, status="paused", new_approvals=pause.approvals, run=run)
 
-    async def _fail(self, run: Run, exc: BaseException) -> RunOutcome:
+    async def _fail(self, run: Run, exc: BaseException, owner: str) -> RunOutcome:
         message = describe_failure(exc, self.config.chain_limit)
-        log.error("run %s failed: %s", run.id, message, exc_info=exc)
         try:
             await self.repo.finish_run(
-                run.id, worker=self.worker_id, status="failed", error=message, now=self.clock()
+                run.id, worker=owner, status="failed", error=message, now=self.clock()
             )
         except LeaseLost:
-            log.error("run %s: lease lost while recording its failure", run.id)
+            # The run is another drive's now: this failure is not the run's, say nothing.
+            log.error("run %s: this drive failed after losing the run: %s", run.id, message)
+            return _handed_over(run)
+        log.error("run %s failed: %s", run.id, message, exc_info=exc)
         return RunOutcome(run_id=run.id, status="failed", error=message, run=run)
 
-    async def _renew_lease(self, run_id: str) -> None:
+    async def _renew_lease(self, run_id: str, owner: str, turn: TurnContext) -> None:
         interval = max(self.config.run_lease.total_seconds() / 3, 0.05)
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.repo.renew_lease(run_id, self.worker_id, self._lease_until())
+                await self.repo.renew_lease(run_id, owner, self._lease_until())
             except LeaseLost:
-                log.error("run %s: lease lost; another worker has taken it over", run_id)
+                log.error("run %s: lease lost; another drive has taken it over", run_id)
+                turn.lease_lost = True  # the gate stops this drive at its next tool call
                 return
             except Exception:
                 log.exception("run %s: could not renew the lease", run_id)
@@ -424,6 +497,13 @@ def describe_failure(exc: BaseException, chain_limit: int) -> str:
     if isinstance(exc, llm.NeedsKeyException):
         return f"Stopped: the model needs an API key ({text})."
     return f"Stopped by an error: {type(exc).__name__}: {text}"
+
+
+def _handed_over(run: Run) -> RunOutcome:
+    # Another drive took the run over (this one stalled past its lease): the run is theirs
+    # to finish and to report, so say nothing in the thread.
+    log.warning("run %s: lease lost; the drive that took it over carries on", run.id)
+    return RunOutcome(run_id=run.id, status="handed_over", run=run)
 
 
 def _chain_input(history: list[Message]) -> dict[str, Any]:
