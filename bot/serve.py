@@ -61,7 +61,7 @@ async def started_bot(
         else None
     )
     try:
-        yield Bot(services=services, app=app, web_app=build_web_app(app, services))
+        yield Bot(services=services, app=app, web_app=build_web_app(app, services, settings))
     finally:
         if sweeper is not None:
             sweeper.cancel()

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
 
-from handlers import listeners
+from handlers import listeners, payloads
 from handlers.services import Services, SlackSettings
 
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+TIMESTAMP = re.compile(r"[0-9]{1,12}")
+MAX_AGE = 5 * 60  # seconds; Slack's own rule, as bolt applies it
+# Socket Mode has no signing secret; HTTP requests then never verify.
+NO_SECRET = "socket-mode-has-no-signing-secret"
 
 
 def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
@@ -25,20 +37,44 @@ def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
     """
     app = AsyncApp(
         client=services.client,
-        signing_secret=settings.signing_secret or "socket-mode-has-no-signing-secret",
+        signing_secret=settings.signing_secret or NO_SECRET,
         process_before_response=True,
         request_verification_enabled=True,
         logger=logging.getLogger("slack_bolt"),
     )
+
+    @app.middleware
+    async def refuse_malformed(body: dict[str, Any], next: Callable[[], Awaitable[None]]) -> Any:
+        """Socket Mode payloads skip :func:`build_web_app`'s checks: the same rules here."""
+        problem = payloads.problem(body)
+        if problem:
+            log.warning("refused a payload: %s", problem)
+            return BoltResponse(status=400, body=f"malformed request: {problem}")
+        return await next()
+
     listeners.register(app, services)
     return app
 
 
-def build_web_app(app: AsyncApp, services: Services) -> web.Application:
-    """POST /slack/events for events, interactivity and commands; GET /healthz."""
+def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) -> web.Application:
+    """POST /slack/events for events, interactivity and commands; GET /healthz.
+
+    Every request is verified before its body is even decoded: unsigned, badly signed or
+    stale requests get 401, whatever they contain. A signed request that is not a payload
+    this bot accepts gets 400 with the reason, and reaches neither bolt nor the database.
+    Bolt verifies the signature again (it is never turned off); that costs microseconds.
+    """
+    secret = (settings.signing_secret or NO_SECRET).encode()
 
     async def slack_events(request: web.Request) -> web.Response:
-        bolt_response = await app.async_dispatch(await to_bolt_request(request))
+        raw = await request.read()
+        if not _signed(secret, raw, request):
+            return web.json_response({"error": "invalid signature"}, status=401)
+        parsed = _parse(raw, request)
+        if isinstance(parsed, str):
+            log.warning("refused a signed request: %s", parsed)
+            return web.json_response({"error": f"malformed request: {parsed}"}, status=400)
+        bolt_response = await app.async_dispatch(parsed)
         return await to_aiohttp_response(bolt_response)
 
     async def healthz(_request: web.Request) -> web.Response:
@@ -53,3 +89,33 @@ def build_web_app(app: AsyncApp, services: Services) -> web.Application:
     web_app.router.add_post(EVENTS_PATH, slack_events)
     web_app.router.add_get("/healthz", healthz)
     return web_app
+
+
+def _signed(secret: bytes, raw: bytes, request: web.Request) -> bool:
+    """Slack's v0 signature over the raw bytes, and a timestamp within 5 minutes."""
+    timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+    signature = request.headers.get("X-Slack-Signature", "")
+    if not TIMESTAMP.fullmatch(timestamp) or abs(time.time() - int(timestamp)) > MAX_AGE:
+        return False
+    base = b"v0:" + timestamp.encode() + b":" + raw
+    expected = "v0=" + hmac.new(secret, base, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, signature)
+
+
+def _parse(raw: bytes, request: web.Request) -> AsyncBoltRequest | str:
+    """The request as bolt will see it, or why it cannot be handled."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the body is not UTF-8"
+    try:
+        bolt_request = AsyncBoltRequest(
+            body=text,
+            query=request.query_string,
+            headers=request.headers,  # type: ignore[arg-type]
+        )
+    except ValueError:
+        return "the body is not valid JSON"
+    except Exception as exc:  # bolt's context extraction on a body of the wrong shape
+        return f"unreadable payload ({type(exc).__name__})"
+    return payloads.problem(bolt_request.body) or bolt_request

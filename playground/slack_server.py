@@ -1306,6 +1306,39 @@ class SlackServer:
         body = urlencode(fields).encode()
         return await self._post_to_bot(body, "application/x-www-form-urlencoded", **delivery)
 
+    async def send_raw(
+        self, body: bytes, content_type: str, **delivery: Unpack[DeliveryOptions]
+    ) -> BotReply:
+        """Any body, signed like Slack signs (unless ``signature`` overrides): for tests of
+        what the bot does with requests Slack would never send."""
+        return await self._post_to_bot(body, content_type, **delivery)
+
+    def mention_payload(
+        self, user: str, channel: str, text: str, *, thread_ts: str | None = None
+    ) -> Json:
+        """The app_mention event_callback a mention would send (the message is posted)."""
+        return self._mention_payload(user, channel, text, thread_ts, None)[1]
+
+    def click_payload(self, user: str, channel: str, action_id: str, value: str) -> Json:
+        """A block_actions payload for a click on a button with ``action_id`` and ``value``."""
+        options = {
+            "block_id": "actions",
+            "message_ts": None,
+            "thread_ts": None,
+            "is_ephemeral": False,
+        }
+        return self._prepare_raw_click(user, channel, action_id, value, options)[0]
+
+    def submission_payload(
+        self, user: str, view_id: str, values: dict[str, dict[str, Json]]
+    ) -> Json:
+        """The view_submission payload for ``user`` submitting an open modal."""
+        return self._prepare_submission(user, view_id, values)[1]
+
+    def command_fields(self, user: str, channel: str, text: str = "") -> dict[str, str]:
+        """The form fields of ``/approvals text``."""
+        return self._slash_fields(user, channel, "/approvals", text)
+
     async def mention(
         self,
         user: str,

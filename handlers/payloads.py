@@ -1,0 +1,163 @@
+"""What a request from Slack must look like before bolt and our listeners see it.
+
+Bolt and our listeners index into payloads (``body["actions"][0]["action_id"]``,
+``event["text"]``) as Slack documents them. A signed payload of another shape (a bug in a
+proxy, a replayed fixture, a hand-made request) would raise in the middle of a listener and
+become a 500. Checking the shape once, up front, for exactly the payloads this bot accepts
+turns all of those into a 400 that says what is wrong, before anything is stored.
+
+``problem(body)`` returns None for a payload the bot can handle, else a short reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# Field kinds: a required string, an optional string (absent or null), a required object …
+STR, OPT_STR, OBJ, OPT_OBJ, OPT_BOOL = "str", "str?", "obj", "obj?", "bool?"
+
+# Bolt reads these from every payload to build its context (team, user, enterprise, …).
+ENVELOPE: dict[str, str] = {
+    "team_id": OPT_STR,
+    "api_app_id": OPT_STR,
+    "enterprise_id": OPT_STR,
+    "user_id": OPT_STR,
+    "channel_id": OPT_STR,
+}
+
+EVENT_CALLBACK = {"event": OBJ, "event_id": STR, "team_id": OPT_STR}
+APP_MENTION = {
+    "type": STR,
+    "text": STR,
+    "user": STR,
+    "channel": STR,
+    "ts": STR,
+    "thread_ts": OPT_STR,
+    "team": OPT_STR,
+}
+SUBTEAM_MEMBERS_CHANGED = {"type": STR, "subteam_id": STR}
+SUBTEAM_UPDATED = {"type": STR, "subteam": OBJ}
+INTERACTIVE = {
+    "user": OBJ,
+    "team": OPT_OBJ,
+    "trigger_id": STR,
+    "container": OPT_OBJ,
+    "channel": OPT_OBJ,
+    "enterprise": OPT_OBJ,
+    "is_enterprise_install": OPT_BOOL,
+}
+BLOCK_ACTIONS = {**INTERACTIVE, "response_url": STR}
+ACTION = {"action_id": STR, "block_id": OPT_STR, "value": OPT_STR, "type": OPT_STR}
+VIEW_SUBMISSION = {**INTERACTIVE, "view": OBJ}
+VIEW = {"callback_id": STR, "private_metadata": OPT_STR, "state": OPT_OBJ, "id": OPT_STR}
+SLASH_COMMAND = {
+    "command": STR,
+    "text": STR,
+    "user_id": STR,
+    "channel_id": STR,
+    "team_id": STR,
+    "response_url": STR,
+    "trigger_id": STR,
+}
+REFERENCE = {"id": STR}  # user, team, channel objects
+OPTIONAL_REFERENCE = {"id": OPT_STR}
+CONTAINER = {"channel_id": OPT_STR, "is_ephemeral": OPT_BOOL, "message_ts": OPT_STR}
+
+
+def problem(body: Any) -> str | None:
+    """None when the bot can handle ``body``; otherwise why not, for a 400."""
+    if not isinstance(body, dict):
+        return "the payload is not a JSON object"
+    if "ssl_check" in body:
+        return None  # Slack's certificate check: bolt answers it
+    if "command" in body:
+        return _fields(body, SLASH_COMMAND, "command")
+    bad = _fields(body, ENVELOPE, "payload")
+    if bad:
+        return bad
+    kind = body.get("type")
+    if kind == "url_verification":
+        return _fields(body, {"challenge": STR}, "url_verification")
+    if kind == "event_callback":
+        return _event_problem(body)
+    if kind == "block_actions":
+        return _actions_problem(body)
+    if kind == "view_submission":
+        return _view_problem(body)
+    return f"unsupported payload type {str(kind)[:40]!r}"
+
+
+def _event_problem(body: dict[str, Any]) -> str | None:
+    bad = _fields(body, EVENT_CALLBACK, "event_callback")
+    if bad:
+        return bad
+    event = body["event"]
+    kind = event.get("type")
+    if not isinstance(kind, str):
+        return "event.type must be a string"
+    if kind == "app_mention":
+        return _fields(event, APP_MENTION, "event")
+    if kind == "subteam_members_changed":
+        return _fields(event, SUBTEAM_MEMBERS_CHANGED, "event")
+    if kind == "subteam_updated":
+        return _fields(event, SUBTEAM_UPDATED, "event") or _fields(
+            event["subteam"], REFERENCE, "event.subteam"
+        )
+    return _fields(event, {"user": OPT_STR, "channel": OPT_STR, "bot_id": OPT_STR}, "event")
+
+
+def _interactive_problem(body: dict[str, Any], spec: dict[str, str]) -> str | None:
+    return (
+        _fields(body, spec, body.get("type", "payload"))
+        or _fields(body["user"], REFERENCE, "user")
+        or _fields(body.get("team") or {}, OPTIONAL_REFERENCE, "team")
+        or _fields(body.get("channel") or {}, OPTIONAL_REFERENCE, "channel")
+        or _fields(body.get("container") or {}, CONTAINER, "container")
+    )
+
+
+def _actions_problem(body: dict[str, Any]) -> str | None:
+    bad = _interactive_problem(body, BLOCK_ACTIONS)
+    if bad:
+        return bad
+    actions = body.get("actions")
+    if not isinstance(actions, list) or not actions:
+        return "actions must be a non-empty list"
+    for action in actions:
+        if not isinstance(action, dict):
+            return "each action must be an object"
+        bad = _fields(action, ACTION, "action")
+        if bad:
+            return bad
+    return None
+
+
+def _view_problem(body: dict[str, Any]) -> str | None:
+    bad = _interactive_problem(body, VIEW_SUBMISSION)
+    if bad:
+        return bad
+    view = body["view"]
+    bad = _fields(view, VIEW, "view")
+    if bad:
+        return bad
+    state = view.get("state") or {}
+    if not isinstance(state.get("values", {}), dict):
+        return "view.state.values must be an object"
+    return None
+
+
+def _fields(obj: Mapping[str, Any], spec: Mapping[str, str], where: str) -> str | None:
+    for name, kind in spec.items():
+        value = obj.get(name)
+        if value is None:
+            if not kind.endswith("?"):
+                return f"{where}.{name} is missing"
+            continue
+        expected = {"str": str, "obj": dict, "bool": bool}[kind.rstrip("?")]
+        if not isinstance(value, expected):
+            return f"{where}.{name} must be a {_NAMES[expected]}"
+    return None
+
+
+_NAMES = {str: "string", dict: "JSON object", bool: "boolean"}

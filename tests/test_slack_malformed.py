@@ -1,0 +1,310 @@
+"""Requests Slack would never send: unsigned, badly signed, or signed but malformed.
+
+Unsigned or badly signed requests get 401 before the body is even decoded; signed malformed
+ones get 2xx or 400 and change nothing; nothing gets a 5xx or a traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from handlers import blocks
+from storage.db import Mode, Tx
+from storage.repository import Repository
+from tests.conftest import make_config
+from tests.scripted_model import ScriptedModel
+from tests.slack_harness import CHANNEL, Harness, running_bot
+
+TABLES = ("runs", "approvals", "approval_approvers", "audit_events", "processed_events")
+JSON_TYPE = "application/json"
+FORM_TYPE = "application/x-www-form-urlencoded"
+OUTSIDER = "U0OUTSIDER"
+
+
+async def snapshot(repo: Repository) -> dict[str, list[Any]]:
+    """Every row of every table: "nothing changed" means this is equal before and after."""
+
+    def body(tx: Tx) -> dict[str, list[Any]]:
+        return {t: [tuple(r) for r in tx.all(f"SELECT * FROM {t} ORDER BY 1")] for t in TABLES}
+
+    return await repo.database.run(body, Mode.READ, inline=False)
+
+
+@pytest.fixture
+async def slack(repo: Repository) -> AsyncIterator[Harness]:
+    async with running_bot(make_config(), repo) as harness:
+        # One pending approval, so that a click that got through would change something.
+        prompt = json.dumps(
+            {"tool_calls": [{"name": "restart_service", "arguments": {"service": "db"}}]}
+        )
+        await harness.mention("U0REQUESTER", prompt)
+        yield harness
+
+
+async def post_unsigned(harness: Harness, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
+    assert harness.server.bot_url is not None
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(harness.server.bot_url, data=body, headers=headers) as response,
+    ):
+        return response.status, await response.text()
+
+
+UNSIGNED_BODIES = [
+    (b"{bad", JSON_TYPE),
+    (b"[1]", JSON_TYPE),
+    (b'"s"', JSON_TYPE),
+    (b"payload=%7Bbad", FORM_TYPE),
+    (b"\xff\xfe{\x80", JSON_TYPE),
+]
+
+
+@pytest.mark.parametrize(("body", "content_type"), UNSIGNED_BODIES)
+async def test_unsigned_requests_get_401_before_any_parsing(
+    slack: Harness, repo: Repository, body: bytes, content_type: str
+) -> None:
+    before = await snapshot(repo)
+    status, text = await post_unsigned(slack, body, {"Content-Type": content_type})
+    assert status == 401 and "Traceback" not in text
+    # A signature, but over nothing sensible, or with a timestamp that is not a number.
+    forged = {"Content-Type": content_type, "X-Slack-Signature": "v0=00"}
+    for timestamp in (str(int(time.time())), "soon", "١٢٣", "-1", ""):
+        status, text = await post_unsigned(
+            slack, body, {**forged, "X-Slack-Request-Timestamp": timestamp}
+        )
+        assert status == 401 and "Traceback" not in text
+    await slack.settle()
+    assert await snapshot(repo) == before
+
+
+async def test_a_non_numeric_timestamp_is_refused_even_when_signed(slack: Harness) -> None:
+    body = json.dumps(slack.server.mention_payload("U0REQUESTER", CHANNEL, "hi")).encode()
+    reply = await slack.server.send_raw(body, JSON_TYPE, timestamp="soon")
+    assert reply.status == 401
+
+
+@pytest.mark.parametrize(("body", "content_type"), UNSIGNED_BODIES)
+async def test_signed_garbage_gets_400(
+    slack: Harness, repo: Repository, body: bytes, content_type: str
+) -> None:
+    before = await snapshot(repo)
+    reply = await slack.server.send_raw(body, content_type)
+    assert reply.status == 400 and "malformed request" in reply.body
+    await slack.settle()
+    assert await snapshot(repo) == before
+
+
+def _malformed_payloads(server: Any, approval_id: str, view_id: str) -> dict[str, Any]:
+    mention = server.mention_payload("U0REQUESTER", CHANNEL, "<@U0BOT> hi")
+    event_as_string = {**mention, "event": "app_mention"}
+    text_null = copy.deepcopy(mention)
+    text_null["event"]["text"] = None
+    actions_null = server.click_payload("U0APPROVER1", CHANNEL, blocks.APPROVE, approval_id)
+    actions_null["actions"] = None
+    submission = server.submission_payload("U0APPROVER1", view_id, {})
+    metadata_number = copy.deepcopy(submission)
+    metadata_number["view"]["private_metadata"] = 12
+    values_list = copy.deepcopy(submission)
+    values_list["view"]["state"] = {"values": [1]}
+    no_user = server.command_fields("U0APPROVER1", CHANNEL)
+    del no_user["user_id"]
+    return {
+        "event as a string": (json.dumps(event_as_string), JSON_TYPE),
+        "text: null": (json.dumps(text_null), JSON_TYPE),
+        "actions: null": (urlencode({"payload": json.dumps(actions_null)}), FORM_TYPE),
+        "private_metadata a number": (
+            urlencode({"payload": json.dumps(metadata_number)}),
+            FORM_TYPE,
+        ),
+        "state.values a list": (urlencode({"payload": json.dumps(values_list)}), FORM_TYPE),
+        "/approvals without user_id": (urlencode(no_user), FORM_TYPE),
+    }
+
+
+async def _open_deny_modal(slack: Harness) -> tuple[str, str]:
+    [card] = slack.cards()
+    [approval_id] = [e["value"] for _, e in card.buttons() if e["action_id"] == blocks.APPROVE]
+    await slack.server.click("U0APPROVER1", card, blocks.DENY)
+    [view_id] = list(slack.server.views)
+    return approval_id, view_id
+
+
+async def test_signed_malformed_payloads_get_400_and_change_nothing(
+    slack: Harness, repo: Repository
+) -> None:
+    approval_id, view_id = await _open_deny_modal(slack)
+    before = await snapshot(repo)
+    for name, (body, content_type) in _malformed_payloads(
+        slack.server, approval_id, view_id
+    ).items():
+        reply = await slack.server.send_raw(body.encode(), content_type)
+        assert reply.status == 400, (name, reply.status, reply.body)
+        assert "Traceback" not in reply.body
+    # Well-formed, but with a private_metadata that is not ours: a clear refusal, no change.
+    submission = slack.server.submission_payload("U0APPROVER1", view_id, {})
+    submission["view"]["private_metadata"] = "{not json"
+    reply = await slack.server.send_raw(
+        urlencode({"payload": json.dumps(submission)}).encode(), FORM_TYPE
+    )
+    assert reply.status == 200
+    await slack.settle()
+    assert await snapshot(repo) == before
+    assert len(ScriptedModel.seen) == 1, "only the fixture's own mention reached the model"
+
+
+# -- the property: any signed variation of any payload we accept ----------------------------
+
+DELETE = object()
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON document a mutation can hit."""
+    found = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found += paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found += paths(child, (*prefix, index))
+    return found
+
+
+def mutate(document: Any, path: tuple[Any, ...], replacement: Any) -> None:
+    parent = document
+    for step in path[:-1]:
+        parent = parent[step]
+    if replacement is DELETE:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = replacement
+
+
+KINDS = (
+    "app_mention",
+    *(
+        f"block_actions:{a}"
+        for a in (blocks.APPROVE, blocks.DENY, blocks.SHOW_ARGUMENTS, blocks.PAGE)
+    ),
+    "view_submission",
+    "slash_command",
+    "url_verification",
+)
+
+
+async def base_payload(slack: Harness, kind: str, approval_id: str, view_id: str) -> Any:
+    """A payload of ``kind`` that, left as it is, would change nothing: clicks and commands
+    by an outsider, a mention whose event id was already handled."""
+    server = slack.server
+    if kind == "app_mention":
+        return copy.deepcopy(slack.first_mention)  # type: ignore[attr-defined]
+    if kind.startswith("block_actions:"):
+        action_id = kind.partition(":")[2]
+        value = json.dumps({"view": "all", "page": 0}) if action_id == blocks.PAGE else approval_id
+        return server.click_payload(OUTSIDER, CHANNEL, action_id, value)
+    if kind == "view_submission":
+        payload = server.submission_payload("U0APPROVER1", view_id, {})
+        payload["user"] = {**payload["user"], "id": OUTSIDER}
+        return payload
+    if kind == "slash_command":
+        return server.command_fields(OUTSIDER, CHANNEL, "all")
+    return {"token": "x", "challenge": "c4llenge", "type": "url_verification"}
+
+
+def encode(kind: str, payload: Any) -> tuple[bytes, str]:
+    if kind == "slash_command":
+        fields = payload if isinstance(payload, dict) else {"payload": json.dumps(payload)}
+        return urlencode({str(k): str(v) for k, v in fields.items()}).encode(), FORM_TYPE
+    if kind.startswith(("block_actions", "view_submission")):
+        return urlencode({"payload": json.dumps(payload)}).encode(), FORM_TYPE
+    return json.dumps(payload).encode(), JSON_TYPE
+
+
+@st.composite
+def variations(draw: st.DrawFn) -> tuple[str, list[tuple[int, Any]]]:
+    kind = draw(st.sampled_from(KINDS))
+    # Path choices are indexes into paths(base), resolved once the base exists.
+    changes = draw(
+        st.lists(
+            st.tuples(st.integers(min_value=0, max_value=10_000), json_values | st.just(DELETE)),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    return kind, changes
+
+
+@pytest.fixture
+async def prepared(slack: Harness, repo: Repository) -> AsyncIterator[tuple[Harness, str, str]]:
+    first = await slack.server.mention("U0REQUESTER", CHANNEL, "<@U0BOT> once")
+    await slack.settle()
+    slack.first_mention = first.sent  # type: ignore[attr-defined]
+    approval_id, view_id = await _open_deny_modal(slack)
+    yield slack, approval_id, view_id
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(variation=variations())
+async def test_no_signed_payload_gets_a_5xx_or_changes_anything(
+    prepared: tuple[Harness, str, str], repo: Repository, variation: Any
+) -> None:
+    slack, approval_id, view_id = prepared
+    kind, changes = variation
+    payload = await base_payload(slack, kind, approval_id, view_id)
+    for index, replacement in changes:
+        places = paths(payload)
+        if kind == "app_mention":  # a new event id would be a new, valid request
+            places = [p for p in places if p != ("event_id",)]
+        if not places:
+            break
+        path = places[index % len(places)]
+        if kind == "slash_command" and replacement is not DELETE:
+            replacement = json.dumps(replacement)  # form fields are strings
+        mutate(payload, path, replacement if replacement is DELETE else copy.deepcopy(replacement))
+    before = await snapshot(repo)
+    seen = len(ScriptedModel.seen)
+    body, content_type = encode(kind, payload)
+    reply = await slack.server.send_raw(body, content_type)
+    assert reply.status < 500, (kind, changes, reply.status, reply.body)
+    await slack.settle()
+    assert await snapshot(repo) == before, (kind, changes)
+    assert len(ScriptedModel.seen) == seen
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=st.binary(max_size=64) | json_values.map(lambda v: json.dumps(v).encode()))
+async def test_any_signed_body_gets_an_answer_below_500(
+    slack: Harness, repo: Repository, body: bytes
+) -> None:
+    before = await snapshot(repo)
+    for content_type in (JSON_TYPE, FORM_TYPE):
+        reply = await slack.server.send_raw(body, content_type)
+        assert reply.status < 500, (body, reply.status, reply.body)
+    await slack.settle()
+    assert await snapshot(repo) == before
