@@ -147,16 +147,20 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         if approval is None:
             return
         if approval.status != "pending" or approval.expires_at <= utcnow():
-            # Already decided or expired: the decision path says which, and settles the card.
-            await decide_from_slack(
-                services,
-                approval_id=approval_id,
-                actor=actor,
-                approve=False,
-                reason=None,
-                team=team,
-                channel=channel,
-                tell=tell,
+            # Already decided or expired: the decision path says which and settles the card;
+            # an expiry may resume the run (a model call), so after Slack has its answer.
+            services.background.spawn(
+                decide_from_slack(
+                    services,
+                    approval_id=approval_id,
+                    actor=actor,
+                    approve=False,
+                    reason=None,
+                    team=team,
+                    channel=channel,
+                    tell=tell,
+                ),
+                name=f"deny {approval_id}",
             )
             return
         groups = await services.groups.groups_of(actor, approval.approvers)

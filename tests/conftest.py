@@ -43,6 +43,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 def _clean_records() -> None:
     ops_tools.EXECUTED.clear()
     ScriptedModel.seen.clear()
+    ScriptedModel.hold = None
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

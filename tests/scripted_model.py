@@ -5,11 +5,14 @@ those tools. After tool results it answers ``Results: name=output; …`` listing
 result in the history since the last user message, so tests can see what the model read.
 ``{"steps": [{"tool_calls": […]}, …]}`` scripts several responses of one turn instead: the
 N-th response after the user message makes the calls of step N (then it answers as above).
-Every prompt's messages are kept in ``ScriptedModel.seen`` for assertions.
+Every prompt's messages are kept in ``ScriptedModel.seen`` for assertions. A slow model:
+set ``ScriptedModel.hold`` to an ``asyncio.Event`` and every answer after tool results waits
+until the test sets it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator
 from typing import Any, ClassVar
@@ -23,6 +26,7 @@ class ScriptedModel(llm.AsyncModel):
     supports_tools = True
     can_stream = True
     seen: ClassVar[list[list[dict[str, Any]]]] = []
+    hold: ClassVar[asyncio.Event | None] = None
 
     async def execute(
         self, prompt: llm.Prompt, stream: bool, response: Any, conversation: Any = None
@@ -39,6 +43,8 @@ class ScriptedModel(llm.AsyncModel):
             p for m in after if m.role == "tool" for p in m.parts if isinstance(p, ToolResultPart)
         ]
         if results and step >= len(steps):
+            if ScriptedModel.hold is not None:
+                await ScriptedModel.hold.wait()
             yield "Results: " + "; ".join(f"{r.name}={r.output}" for r in results)
             return
         script = steps[min(step, len(steps) - 1)]
