@@ -35,13 +35,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from storage import migrate
 from storage.approvals import ApprovalStore
 from storage.db import (
+    DATABASE_FAILURES,
     Database,
+    DatabaseBusy,
     Mode,
     PostgresDatabase,
     SQLiteDatabase,
     Tx,
     is_sqlite,
     open_database,
+    time_limit,
 )
 from storage.events import EventStore
 from storage.records import (
@@ -49,6 +52,7 @@ from storage.records import (
     FINISHED_RUN_STATUSES,
     ApprovalDraft,
     DecisionOutcome,
+    DuplicateEvent,
     ExpiryOutcome,
     LeaseLost,
     PauseOutcome,
@@ -64,9 +68,12 @@ from storage.statements import INSERT_APPROVAL, INSERT_APPROVER, approver_rows
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
+    "DATABASE_FAILURES",
     "FINISHED_RUN_STATUSES",
     "ApprovalDraft",
+    "DatabaseBusy",
     "DecisionOutcome",
+    "DuplicateEvent",
     "ExpiryOutcome",
     "LeaseLost",
     "PauseOutcome",
@@ -76,6 +83,7 @@ __all__ = [
     "StorageError",
     "canonical_json",
     "payload_hash",
+    "time_limit",
 ]
 
 WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
