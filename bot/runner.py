@@ -162,29 +162,45 @@ class Runner:
 
     async def start(self, request: Request) -> RunOutcome:
         """Run a request; a follow-up in the same conversation continues its history."""
+        try:
+            run = await self.open(request)
+        except RunBusy as busy:
+            return RunOutcome(run_id=busy.run.id, status="busy", run=busy.run)
+        return await self.drive(run)
+
+    async def open(self, request: Request, *, event_id: str | None = None) -> Run:
+        """Store a request as a run this worker holds the lease of; no model call.
+
+        With ``event_id`` the Slack event is recorded as handled in the same transaction
+        (raises DuplicateEvent for a redelivery). Raises RunBusy when the conversation's run
+        is working or waiting. If this worker dies before driving it, the lease runs out and
+        the sweeper of any replica takes the run over.
+        """
         system = self.config.system_prompt
         if request.context:
             system = f"{system}\n\n{request.context}"
-        owner = self._new_owner()
-        try:
-            run = await self.repo.open_run(
-                run_id=new_run_id(),
-                conversation_key=request.key(),
-                requester=request.requester,
-                model_id=self.config.model,
-                opening_messages=[_message("system", system)],
-                new_messages=[_message("user", request.text)],
-                worker=owner,
-                lease_until=self._lease_until(),
-                now=self.clock(),
-                team_id=request.team_id,
-                channel=request.channel,
-                thread_ts=request.thread_ts,
-                settle_history=settle_history,
-            )
-        except RunBusy as busy:
-            return RunOutcome(run_id=busy.run.id, status="busy", run=busy.run)
-        return await self._drive(run, owner)
+        return await self.repo.open_run(
+            run_id=new_run_id(),
+            conversation_key=request.key(),
+            requester=request.requester,
+            model_id=self.config.model,
+            opening_messages=[_message("system", system)],
+            new_messages=[_message("user", request.text)],
+            worker=self._new_owner(),
+            lease_until=self._lease_until(),
+            now=self.clock(),
+            team_id=request.team_id,
+            channel=request.channel,
+            thread_ts=request.thread_ts,
+            settle_history=settle_history,
+            event_id=event_id,
+        )
+
+    async def drive(self, run: Run) -> RunOutcome:
+        """Carry an opened run on (as the drive it was opened for) until it completes, pauses
+        or fails."""
+        assert run.lease_owner is not None
+        return await self._drive(run, run.lease_owner)
 
     async def resume(self, run_id: str) -> RunOutcome:
         """Resume a run whose resume this worker claimed (through a decision or an expiry)."""

@@ -14,16 +14,25 @@ import re
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.clock import utcnow
-from bot.runner import NotAllowed, Request, ensure_may_decide
+from bot.failpoints import failpoint
+from bot.runner import NotAllowed, Request, RunOutcome, ensure_may_decide
 from handlers import blocks
 from handlers.decisions import approval_clicked_here, decide_from_slack
 from handlers.services import Services
-from storage.repository import PendingFilter
+from storage.models import Run
+from storage.repository import (
+    DATABASE_FAILURES,
+    DuplicateEvent,
+    PendingFilter,
+    RunBusy,
+    time_limit,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +60,14 @@ def register_mentions(app: AsyncApp, services: Services) -> None:
     @app.event("app_mention")
     async def on_mention(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
-    ) -> None:
+    ) -> BoltResponse | None:
+        """Store the request and the event id in one transaction, then acknowledge.
+
+        Slack redelivers an event until it gets a 2xx: answering 503 when the request could
+        not be stored (in time) means it comes back, and an event counts as handled exactly
+        when its request is stored, so a retry is never dropped for a request that was lost.
+        """
         event_id = body.get("event_id") or f"{event.get('channel')}:{event.get('ts')}"
-        if not await services.repo.claim_event(event_id, now=utcnow()):
-            return  # a retried delivery, or another replica has it
         request = Request(
             text=mention_text(event.get("text", ""), context.bot_user_id),
             requester=event.get("user", ""),
@@ -66,24 +79,50 @@ def register_mentions(app: AsyncApp, services: Services) -> None:
                 f"started by <@{event.get('user')}>."
             ),
         )
-        services.background.spawn(run_request(services, request), name=f"mention {event_id}")
+        run: Run | None = None
+        busy: Run | None = None
+        try:
+            with time_limit(services.ack_time_limit):
+                if not request.text:
+                    if await services.repo.claim_event(event_id, now=utcnow()):
+                        services.background.spawn(
+                            tell_how(services, request), name=f"empty mention {event_id}"
+                        )
+                    return None
+                run = await services.runner.open(request, event_id=event_id)
+        except DuplicateEvent:
+            return None  # a retried delivery, or another replica has it
+        except RunBusy as refused:
+            busy = refused.run
+        except DATABASE_FAILURES as exc:
+            log.error("mention %s not stored (%s); answered 503 so Slack redelivers", event_id, exc)
+            return BoltResponse(status=503, body="the request could not be stored; retry")
+        failpoint("mention_stored")
+        if busy is not None:
+            outcome = RunOutcome(run_id=busy.id, status="busy", run=busy)
+            services.background.spawn(services.publisher.outcome(outcome), name=f"busy {event_id}")
+        elif run is not None:
+            services.background.spawn(drive_request(services, run), name=f"mention {event_id}")
+        return None
 
     @app.event("message")
     async def ignore_messages() -> None:
         """Plain channel messages are not for us; acknowledge them quietly."""
 
 
-async def run_request(services: Services, request: Request) -> None:
-    if not request.text:
-        await services.publisher.ephemeral(
-            channel=request.channel,
-            user=request.requester,
-            thread_ts=request.thread_ts,
-            text="Mention me with what you need, for example `@approval-bot restart payments`.",
-        )
-        return
-    progress = await services.publisher.progress(request.channel, request.thread_ts)
-    outcome = await services.runner.start(request)
+async def tell_how(services: Services, request: Request) -> None:
+    await services.publisher.ephemeral(
+        channel=request.channel,
+        user=request.requester,
+        thread_ts=request.thread_ts,
+        text="Mention me with what you need, for example `@approval-bot restart payments`.",
+    )
+
+
+async def drive_request(services: Services, run: Run) -> None:
+    """Drive a stored request and answer in its thread (after Slack got its 200)."""
+    progress = await services.publisher.progress(run.channel, run.thread_ts)
+    outcome = await services.runner.drive(run)
     await services.publisher.outcome(outcome, progress_ts=progress)
 
 

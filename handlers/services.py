@@ -23,6 +23,12 @@ from storage.repository import Repository
 
 SLACK_API_DEFAULT = "https://slack.com/api/"
 GROUP_CACHE_SECONDS = 300.0
+# Slack gives up on an acknowledgement after 3 s: the database work before it gets at most
+# this, then the request is answered with an error status (Slack redelivers) or "try again".
+ACK_TIME_LIMIT = 2.0
+# A click's decision runs after the acknowledgement; the clicker is told to try again if
+# the database has not recorded it by then.
+DECISION_TIME_LIMIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,8 @@ class Services:
     publisher: Publisher
     groups: UserGroups
     background: BackgroundTasks
+    ack_time_limit: float = ACK_TIME_LIMIT
+    decision_time_limit: float = DECISION_TIME_LIMIT
 
     @classmethod
     def create(

@@ -28,6 +28,14 @@ class RunBusy(StorageError):
         self.run = run
 
 
+class DuplicateEvent(StorageError):
+    """A Slack event that was already handled (a retry, or another replica got it first)."""
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__(f"event {event_id} was already handled")
+        self.event_id = event_id
+
+
 class LeaseLost(StorageError):
     """This worker no longer holds the run's lease: another worker took the run over."""
 

@@ -11,6 +11,7 @@ from storage.models import Approval, Run
 from storage.records import (
     FINISHED_RUN_STATUSES,
     ApprovalDraft,
+    DuplicateEvent,
     LeaseLost,
     PauseOutcome,
     RunBusy,
@@ -18,6 +19,7 @@ from storage.records import (
 from storage.rows import APPROVALS, RUNS
 from storage.statements import (
     APPROVALS_FOR_TURN,
+    CLAIM_EVENT,
     CONTINUE_RUN,
     FINISH_RUN_KEEP_HISTORY,
     FINISH_RUN_WITH_HISTORY,
@@ -81,6 +83,7 @@ class RunStore:
         channel: str = "",
         thread_ts: str = "",
         settle_history: SettleHistory | None = None,
+        event_id: str | None = None,
     ) -> Run:
         """Start a run for a conversation, or continue its finished run with new messages.
 
@@ -91,9 +94,27 @@ class RunStore:
         The new user message is stored before any model call, so a crash mid-turn loses
         nothing: whoever takes the run over replays the turn from the stored history.
         Raises RunBusy when the conversation's run is working or waiting for approvals.
+
+        ``event_id`` (the Slack event the request came in) is recorded as handled in the
+        same transaction, so an event counts as processed exactly when its request is stored:
+        a redelivery raises DuplicateEvent and stores nothing. A busy conversation still
+        records the event (then RunBusy is raised), so a retry is not answered twice.
         """
 
-        def body(tx: Tx) -> Run:
+        def body(tx: Tx) -> Run | RunBusy:
+            if (
+                event_id is not None
+                and tx.execute(CLAIM_EVENT, {"event_id": event_id, "now": now}) != 1
+            ):
+                raise DuplicateEvent(event_id)
+            try:
+                return open_in(tx)
+            except RunBusy as busy:
+                if event_id is None:
+                    raise
+                return busy  # commit the event; the caller hears RunBusy
+
+        def open_in(tx: Tx) -> Run:
             row = tx.one(RUN_BY_KEY, {"key": conversation_key})
             if row is None:
                 values: dict[str, Any] = {
@@ -116,7 +137,7 @@ class RunStore:
                 }
                 if tx.execute(INSERT_RUN, RUNS.params(values)) != 1:
                     raise run_busy(tx, conversation_key)  # another replica just started it
-                audit(tx, now, "run_started", run_id=run_id, actor=requester)
+                audit(tx, now, "run_started", run_id=run_id, actor=requester, event_id=event_id)
                 return RUNS.build(values)
             values = RUNS.values(tx, row)
             if values["status"] not in FINISHED_RUN_STATUSES:
@@ -143,10 +164,13 @@ class RunStore:
             )
             if tx.execute(CONTINUE_RUN, RUNS.params(values)) != 1:
                 raise run_busy(tx, conversation_key)  # another replica continued it first
-            audit(tx, now, "run_continued", run_id=values["id"], actor=requester)
+            audit(tx, now, "run_continued", run_id=values["id"], actor=requester, event_id=event_id)
             return RUNS.build(values)
 
-        return await self.database.run(body, WRITE)
+        opened = await self.database.run(body, WRITE)
+        if isinstance(opened, RunBusy):
+            raise opened
+        return opened
 
     async def renew_lease(self, run_id: str, worker: str, lease_until: datetime) -> None:
         def body(tx: Tx) -> None:

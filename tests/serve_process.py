@@ -44,14 +44,26 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def served_bot(
-    database_url: str, workdir: Path, *, capture_output: bool = False
+    database_url: str,
+    workdir: Path,
+    *,
+    capture_output: bool = False,
+    extra_config: str = "",
+    env: dict[str, str] | None = None,
+    slack: SlackServer | None = None,
 ) -> AsyncIterator[ServedBot]:
-    """Start the bot (llm-echo as its model, loaded as a plugin) and wait for /healthz."""
+    """Start the bot (llm-echo as its model, loaded as a plugin) and wait for /healthz.
+
+    ``extra_config`` is prepended to the TOML, ``env`` added to the environment; pass the
+    ``slack`` of an earlier bot to restart one against the same Slack.
+    """
     config = workdir / "served-bot.toml"
-    config.write_text(CONFIG)
-    async with SlackServer(signing_secret=SECRET) as slack:
+    config.write_text(extra_config + CONFIG)
+    async with contextlib.AsyncExitStack() as stack:
+        if slack is None:
+            slack = await stack.enter_async_context(SlackServer(signing_secret=SECRET))
         port = free_port()
-        env = {
+        process_env = {
             **os.environ,
             "SLACK_BOT_TOKEN": slack.bot_token,
             "SLACK_SIGNING_SECRET": SECRET,
@@ -60,6 +72,7 @@ async def served_bot(
             "LLM_USER_PATH": str(workdir / "llm"),
             "LLM_LOAD_PLUGINS": "llm-echo",
             "PYTHONPATH": str(ROOT),
+            **(env or {}),
         }
         output = asyncio.subprocess.PIPE if capture_output else asyncio.subprocess.DEVNULL
         process = await asyncio.create_subprocess_exec(
@@ -73,7 +86,7 @@ async def served_bot(
             "127.0.0.1",
             "--port",
             str(port),
-            env=env,
+            env=process_env,
             cwd=workdir,
             stdout=output,
             stderr=asyncio.subprocess.STDOUT,

@@ -1,0 +1,142 @@
+"""What Slack sends is stored before it is acknowledged; what the bot must post gets posted.
+
+Mentions: the event id and the request are stored in one transaction before Slack gets its
+200, so a request that could not be stored is answered with an error status and Slack's retry
+brings it back, and a stored request whose worker died is carried on by the sweeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from playground.slack_server import SlackServer
+from storage.repository import Repository
+from tests.conftest import make_config
+from tests.scripted_model import ScriptedModel
+from tests.serve_process import SECRET, served_bot
+from tests.slack_harness import CHANNEL, Harness, running_bot
+
+# A database that refuses new runs (a full disk, a broken replica): a fault in the database,
+# not a stand-in for our code.
+REFUSE_RUNS = {
+    "sqlite": [
+        "CREATE TRIGGER refuse_runs BEFORE INSERT ON runs "
+        "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+    ],
+    "postgres": [
+        "CREATE FUNCTION refuse_runs() RETURNS trigger LANGUAGE plpgsql "
+        "AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$",
+        "CREATE TRIGGER refuse_runs BEFORE INSERT ON runs "
+        "FOR EACH ROW EXECUTE FUNCTION refuse_runs()",
+    ],
+}
+ACCEPT_RUNS = {
+    "sqlite": ["DROP TRIGGER refuse_runs"],
+    "postgres": ["DROP TRIGGER refuse_runs ON runs"],
+}
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
+
+
+@pytest.fixture
+async def slack(repo: Repository) -> AsyncIterator[Harness]:
+    async with running_bot(make_config(), repo) as harness:
+        yield harness
+
+
+async def count_runs(repo: Repository) -> int:
+    from storage.db import Mode, Tx
+
+    def body(tx: Tx) -> int:
+        row = tx.one("SELECT count(*) FROM runs")
+        return int(row[0]) if row else 0
+
+    return await repo.database.run(body, Mode.READ_ONE)
+
+
+async def test_a_mention_that_could_not_be_stored_is_delivered_again_and_answered(
+    slack: Harness, repo: Repository, backend: str
+) -> None:
+    for statement in REFUSE_RUNS[backend]:
+        await repo.execute_sql(statement)
+    first = await slack.mention("U0REQUESTER", "hello there")
+    assert first.status == 503, "not stored: Slack must deliver it again"
+    assert "Traceback" not in first.body
+    assert await count_runs(repo) == 0
+    assert ScriptedModel.seen == []
+
+    for statement in ACCEPT_RUNS[backend]:
+        await repo.execute_sql(statement)
+    again = await slack.server.redeliver(first.event_id, retry_num=1)  # type: ignore[arg-type]
+    assert again.status == 200
+    await slack.settle()
+    assert "You said: hello there" in [m.text for m in slack.thread_of(first)]
+    third = await slack.server.redeliver(first.event_id, retry_num=2)  # type: ignore[arg-type]
+    assert third.status == 200
+    await slack.settle()
+    assert await count_runs(repo) == 1 and len(ScriptedModel.seen) == 1
+
+
+async def test_a_follow_up_while_busy_is_answered_once(slack: Harness) -> None:
+    first = await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    assert first.message is not None
+    follow_up = await slack.mention("U0REQUESTER", "are you done?", thread_ts=first.message.ts)
+    assert follow_up.status == 200
+    busy = [m for m in slack.thread_of(first) if "waiting for decisions" in m.text]
+    assert len(busy) == 1
+    retry = await slack.server.redeliver(follow_up.event_id, retry_num=1)  # type: ignore[arg-type]
+    assert retry.status == 200
+    await slack.settle()
+    assert [m for m in slack.thread_of(first) if "waiting for decisions" in m.text] == busy
+
+
+async def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
+    for _ in range(int(timeout / 0.1)):
+        if predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("timed out waiting")
+
+
+async def test_a_worker_killed_after_storing_a_mention_is_answered_after_restart(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL right after the mention is stored, before Slack got its answer: the restarted
+    bot's sweeper takes the run over once its lease runs out and answers in the thread;
+    Slack's retry of the unanswered delivery starts nothing new."""
+    database = f"sqlite:///{tmp_path / 'bot.db'}"
+    settings = 'run_lease = "2s"\nsweep_interval = "1s"\n'
+    killed = {"APPROVAL_BOT_FAILPOINT": "mention_stored"}
+    async with SlackServer(signing_secret=SECRET) as slack:
+        async with served_bot(
+            database, tmp_path, extra_config=settings, env=killed, slack=slack
+        ) as served:
+            with pytest.raises(aiohttp.ClientError):  # the process dies before it answers
+                await slack.mention("U0REQUESTER", CHANNEL, "<@U0BOT> hello after a crash")
+            await asyncio.wait_for(served.process.wait(), 20)
+            assert served.process.returncode == -signal.SIGKILL
+        [event_id] = slack_event_ids(slack)
+        async with served_bot(database, tmp_path, extra_config=settings, slack=slack):
+            retry = await slack.redeliver(event_id, retry_num=1)
+            assert retry.status == 200
+            await _wait_for(lambda: len(answers(slack)) >= 2)
+            assert len(answers(slack)) == 2, [m.text for m in answers(slack)]
+
+
+def answers(slack: SlackServer) -> list[Any]:
+    """The mention itself and the bot's answers that quote it (llm-echo repeats the prompt)."""
+    return [m for m in slack.messages if "hello after a crash" in m.text]
+
+
+def slack_event_ids(slack: SlackServer) -> list[str]:
+    return list(slack._event_bodies)  # the server keeps each event to redeliver it
