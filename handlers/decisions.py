@@ -15,7 +15,7 @@ from handlers.blocks import escape
 from handlers.publish import RESUMING
 from handlers.services import Services
 from storage.models import Approval
-from storage.repository import ExpiryOutcome
+from storage.repository import DATABASE_FAILURES, ExpiryOutcome, time_limit
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,13 @@ Tell = Callable[[str], Awaitable[None]]
 
 
 NOT_HERE = ":no_entry: That approval does not belong to this workspace or channel."
+# The database failed or did not answer in time (a lock held elsewhere, an outage).
+DECISION_FAILED = (
+    ":warning: Your decision could not be recorded just now (the database did not answer in "
+    "time). Please try again."
+)
+LOOKUP_FAILED = ":warning: I couldn't look that approval up just now. Please try again."
+LIST_FAILED = ":warning: I couldn't read the approvals just now. Please try again."
 
 
 async def approval_clicked_here(
@@ -58,16 +65,22 @@ async def decide_from_slack(
     channel: str | None,
     tell: Tell,
 ) -> None:
-    approval = await approval_clicked_here(
-        services, approval_id, team=team, channel=channel, tell=tell
-    )
-    if approval is None:
-        return
-    groups = await services.groups.groups_of(actor, approval.approvers)
     try:
-        decision = await services.runner.decide(
-            approval_id, actor=actor, approve=approve, reason=reason, actor_groups=groups
-        )
+        # Slack has its answer; the clicker waits for ours, so not for ever.
+        with time_limit(services.decision_time_limit):
+            approval = await approval_clicked_here(
+                services, approval_id, team=team, channel=channel, tell=tell
+            )
+            if approval is None:
+                return
+            groups = await services.groups.groups_of(actor, approval.approvers)
+            decision = await services.runner.decide(
+                approval_id, actor=actor, approve=approve, reason=reason, actor_groups=groups
+            )
+    except DATABASE_FAILURES as exc:
+        log.error("approval %s: decision by %s not recorded (%s)", approval_id, actor, exc)
+        await tell(DECISION_FAILED)
+        return
     except ApprovalExpired as expired:
         await tell(f":hourglass: {expired}")
         if expired.expiry is not None:

@@ -23,7 +23,12 @@ from bot.clock import utcnow
 from bot.failpoints import failpoint
 from bot.runner import NotAllowed, Request, RunOutcome, ensure_may_decide
 from handlers import blocks
-from handlers.decisions import approval_clicked_here, decide_from_slack
+from handlers.decisions import (
+    LIST_FAILED,
+    LOOKUP_FAILED,
+    approval_clicked_here,
+    decide_from_slack,
+)
 from handlers.services import Services
 from storage.models import Run
 from storage.repository import (
@@ -180,9 +185,15 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         actor = body["user"]["id"]
         team, channel = _click_place(body)
         tell = _teller(respond)
-        approval = await approval_clicked_here(
-            services, approval_id, team=team, channel=channel, tell=tell
-        )
+        try:
+            with time_limit(services.ack_time_limit):
+                approval = await approval_clicked_here(
+                    services, approval_id, team=team, channel=channel, tell=tell
+                )
+        except DATABASE_FAILURES as exc:
+            log.error("approval %s: deny click not looked up (%s)", approval_id, exc)
+            await tell(LOOKUP_FAILED)
+            return
         if approval is None:
             return
         if approval.status != "pending" or approval.expires_at <= utcnow():
@@ -267,14 +278,25 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
     ) -> None:
         await ack()
         team, channel = _click_place(body)
-        approval = await approval_clicked_here(
-            services, action.get("value", ""), team=team, channel=channel, tell=_teller(respond)
-        )
+        tell = _teller(respond)
+        try:
+            with time_limit(services.ack_time_limit):
+                approval = await approval_clicked_here(
+                    services, action.get("value", ""), team=team, channel=channel, tell=tell
+                )
+        except DATABASE_FAILURES as exc:
+            log.error("approval %s: arguments not looked up (%s)", action.get("value"), exc)
+            await tell(LOOKUP_FAILED)
+            return
         if approval is None:
             return
-        await client.views_open(
-            trigger_id=body["trigger_id"], view=blocks.render_arguments_modal(approval)
-        )
+        try:
+            await client.views_open(
+                trigger_id=body["trigger_id"], view=blocks.render_arguments_modal(approval)
+            )
+        except SlackApiError as exc:
+            log.error("approval %s: could not show its arguments: %s", approval.id, exc)
+            await tell(":warning: Slack did not open the arguments in time; click again.")
 
 
 def json_object(text: Any) -> dict[str, Any]:
@@ -305,7 +327,13 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
                 response_type="ephemeral",
             )
             return
-        text, page_blocks = await approvals_page(services, command, VIEWS[word], 0)
+        try:
+            with time_limit(services.ack_time_limit):
+                text, page_blocks = await approvals_page(services, command, VIEWS[word], 0)
+        except DATABASE_FAILURES as exc:
+            log.error("/approvals %s for %s: not listed (%s)", word, command["user_id"], exc)
+            await ack(text=LIST_FAILED, response_type="ephemeral")
+            return
         await ack(text=text, blocks=page_blocks, response_type="ephemeral")
 
     @app.action(blocks.PAGE)
@@ -324,7 +352,13 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
         view = wanted.get("view") if wanted.get("view") in VIEWS.values() else "approve"
         page = wanted.get("page") if isinstance(wanted.get("page"), int) else 0
         page = max(page, 0)
-        text, page_blocks = await approvals_page(services, command, view, page)
+        try:
+            with time_limit(services.ack_time_limit):
+                text, page_blocks = await approvals_page(services, command, view, page)
+        except DATABASE_FAILURES as exc:
+            log.error("/approvals page for %s: not listed (%s)", command["user_id"], exc)
+            await respond(text=LIST_FAILED, response_type="ephemeral", replace_original=False)
+            return
         await respond(text=text, blocks=page_blocks, replace_original=True)
 
 
