@@ -74,6 +74,9 @@ async def decide_from_slack(
             if approval is None:
                 return
             groups = await services.groups.groups_of(actor, approval.approvers)
+            if groups and actor not in approval.approvers:
+                # Only a group lets them decide, by a cached answer: ask Slack again.
+                groups = await services.groups.confirmed(actor, groups)
             decision = await services.runner.decide(
                 approval_id, actor=actor, approve=approve, reason=reason, actor_groups=groups
             )

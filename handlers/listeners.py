@@ -114,6 +114,14 @@ def register_mentions(app: AsyncApp, services: Services) -> None:
     async def ignore_messages() -> None:
         """Plain channel messages are not for us; acknowledge them quietly."""
 
+    @app.event("subteam_members_changed")
+    async def on_group_members_changed(event: dict[str, Any]) -> None:
+        services.groups.forget(event.get("subteam_id", ""))
+
+    @app.event("subteam_updated")
+    async def on_group_updated(event: dict[str, Any]) -> None:
+        services.groups.forget((event.get("subteam") or {}).get("id", ""))
+
 
 async def tell_how(services: Services, request: Request) -> None:
     await services.publisher.ephemeral(

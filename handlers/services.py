@@ -85,21 +85,38 @@ class SlackSettings:
 
 @dataclass
 class UserGroups:
-    """Members of Slack user groups named as approvers, cached (a Tier 2 method)."""
+    """Members of Slack user groups named as approvers, cached (a Tier 2 method).
+
+    The cache is per process. Slack's ``subteam_members_changed`` and ``subteam_updated``
+    events empty a group's entry (:meth:`forget`), but each event reaches one replica only,
+    so a cached "yes" that is about to decide an approval is confirmed with Slack first
+    (:meth:`confirmed`): a member removed from a group can never approve from a stale cache.
+    """
 
     client: AsyncWebClient
     _cache: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
-    async def groups_of(self, user: str, candidates: Collection[str]) -> set[str]:
+    async def groups_of(
+        self, user: str, candidates: Collection[str], *, fresh: bool = False
+    ) -> set[str]:
+        """The groups among ``candidates`` that ``user`` is in; ``fresh`` asks Slack."""
         groups = set()
         for group in candidates:
-            if group.startswith("S") and user in await self.members(group):
+            if group.startswith("S") and user in await self.members(group, fresh=fresh):
                 groups.add(group)
         return groups
 
-    async def members(self, group: str) -> frozenset[str]:
+    async def confirmed(self, user: str, groups: Collection[str]) -> set[str]:
+        """The groups (found in the cache) that Slack still says ``user`` is in."""
+        return await self.groups_of(user, groups, fresh=True)
+
+    def forget(self, group: str) -> None:
+        """Slack says the group changed: the next question asks Slack again."""
+        self._cache.pop(group, None)
+
+    async def members(self, group: str, *, fresh: bool = False) -> frozenset[str]:
         cached = self._cache.get(group)
-        if cached and time.monotonic() - cached[0] < GROUP_CACHE_SECONDS:
+        if not fresh and cached and time.monotonic() - cached[0] < GROUP_CACHE_SECONDS:
             return cached[1]
         try:
             response = await self.client.usergroups_users_list(usergroup=group)

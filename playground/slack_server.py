@@ -1366,6 +1366,56 @@ class SlackServer:
         reply.sent, reply.event_id = payload, payload["event_id"]
         return reply
 
+    async def change_usergroup(
+        self, group: str, members: list[str], *, notify: bool = True
+    ) -> BotReply | None:
+        """An admin sets a user group's members. With ``notify`` Slack tells the bot, as it
+        does apps with ``usergroups:read``: a ``subteam_members_changed`` event (a delta).
+        Without, the change is as seen by a replica the event went to another of."""
+        before = set(self.usergroups.get(group, []))
+        self.usergroups[group] = list(members)
+        if not notify:
+            return None
+        added, removed = sorted(set(members) - before), sorted(before - set(members))
+        now = int(self.clock())
+        event = {
+            "type": "subteam_members_changed",
+            "subteam_id": group,
+            "team_id": self.team_id,
+            "date_previous_update": now - 60,
+            "date_update": now,
+            "added_users": added,
+            "added_users_count": str(len(added)),
+            "removed_users": removed,
+            "removed_users_count": str(len(removed)),
+            "event_ts": self._next_ts(),
+        }
+        return await self.send_event(self._event_callback(event, _random_id("Ev")))
+
+    async def usergroup_updated(self, group: str) -> BotReply:
+        """Slack's ``subteam_updated`` event: the group as it is now (``users`` included)."""
+        users = list(self.usergroups.get(group, []))
+        now = int(self.clock())
+        subteam = {
+            "id": group,
+            "team_id": self.team_id,
+            "is_usergroup": True,
+            "name": group,
+            "handle": group.lower(),
+            "is_external": False,
+            "date_create": now - 86_400,
+            "date_update": now,
+            "date_delete": 0,
+            "created_by": "U0ADMIN",
+            "updated_by": "U0ADMIN",
+            "deleted_by": None,
+            "prefs": {"channels": [], "groups": []},
+            "users": users,
+            "user_count": str(len(users)),
+        }
+        event = {"type": "subteam_updated", "subteam": subteam, "event_ts": self._next_ts()}
+        return await self.send_event(self._event_callback(event, _random_id("Ev")))
+
     async def redeliver(
         self,
         event_id: str,

@@ -27,7 +27,11 @@ def test_manifest_matches_slacks_schema(manifest: dict) -> None:
 def test_manifest_declares_what_the_bot_uses(manifest: dict) -> None:
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
     assert {"app_mentions:read", "chat:write", "commands", "usergroups:read"} <= scopes
-    assert manifest["settings"]["event_subscriptions"]["bot_events"] == ["app_mention"]
+    assert manifest["settings"]["event_subscriptions"]["bot_events"] == [
+        "app_mention",
+        "subteam_members_changed",
+        "subteam_updated",
+    ]
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
     [command] = manifest["features"]["slash_commands"]
     assert command["command"] == "/approvals"

@@ -1,0 +1,76 @@
+"""User-group approvers: someone removed from the group loses the right at once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from storage.repository import Repository
+from tests import ops_tools
+from tests.conftest import make_config
+from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
+
+RESTART = json.dumps({"tool_calls": [{"name": "restart_service", "arguments": {"service": "db"}}]})
+
+
+@pytest.fixture
+async def slack(repo: Repository) -> AsyncIterator[Harness]:
+    config = make_config(policies={"restart_service": {"approvers": ["S0ONCALL"]}})
+    groups = {"S0ONCALL": ["U0ONCALL", "U0OTHER"]}
+    async with running_bot(config, repo, usergroups=groups) as harness:
+        await harness.mention("U0REQUESTER", RESTART)
+        yield harness
+
+
+async def lists_the_approval(slack: Harness, user: str) -> bool:
+    listed = await slack.server.slash_command(user, CHANNEL, text="")
+    assert listed.status == 200
+    return "restart_service" in listed.body
+
+
+async def test_a_member_removed_without_this_replica_hearing_of_it_cannot_approve(
+    slack: Harness,
+) -> None:
+    assert await lists_the_approval(slack, "U0ONCALL")  # the membership is now cached
+    # Removed; Slack's event went to another replica: this one's cache still says yes.
+    await slack.server.change_usergroup("S0ONCALL", ["U0OTHER"], notify=False)
+    [card] = slack.cards()
+    await slack.server.click("U0ONCALL", card, "approval_approve")
+    await slack.settle()
+    assert any("not one of the approvers" in t for t in slack.ephemeral_texts("U0ONCALL"))
+    assert ops_tools.EXECUTED == []
+    assert has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
+    # The confirmation refreshed the cache: the list agrees now.
+    assert not await lists_the_approval(slack, "U0ONCALL")
+    await slack.server.click("U0OTHER", card, "approval_approve")
+    await slack.settle()
+    assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
+
+
+async def test_group_change_events_empty_the_cache(slack: Harness) -> None:
+    assert await lists_the_approval(slack, "U0ONCALL")
+    changed = await slack.server.change_usergroup("S0ONCALL", ["U0OTHER"])
+    assert changed is not None and changed.status == 200
+    assert not await lists_the_approval(slack, "U0ONCALL")
+
+    assert not await lists_the_approval(slack, "U0NEWCOMER")
+    slack.server.usergroups["S0ONCALL"].append("U0NEWCOMER")
+    updated = await slack.server.usergroup_updated("S0ONCALL")
+    assert updated.status == 200
+    assert await lists_the_approval(slack, "U0NEWCOMER")
+    # The deny form opens only for someone who may deny: the newcomer now may.
+    [card] = slack.cards()
+    await slack.server.click("U0NEWCOMER", card, "approval_deny")
+    assert [v.user for v in slack.server.views.values()] == ["U0NEWCOMER"]
+
+
+async def test_a_confirmed_member_approves_with_one_extra_lookup(slack: Harness) -> None:
+    assert await lists_the_approval(slack, "U0ONCALL")
+    before = len(slack.server.calls_to("usergroups.users.list"))
+    [card] = slack.cards()
+    await slack.server.click("U0ONCALL", card, "approval_approve")
+    await slack.settle()
+    assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
+    assert len(slack.server.calls_to("usergroups.users.list")) == before + 1
