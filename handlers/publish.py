@@ -4,24 +4,35 @@ Cards are rendered from database rows and their location is stored on the approv
 replica can edit a card later. A failed post is logged with the approval or run it concerns
 and never undoes database state: an approval whose card could not be posted is still listed
 by /approvals.
+
+Cards are an outbox: posting one is claimed in the database first (for ``CARD_CLAIM``), and
+the sweeper posts the card of any pending approval that has none and no live claim (its
+poster crashed, or Slack refused). A crash after Slack took the card and before its ``ts`` is
+stored can still post a second card; both act on the same approval, so nothing runs twice.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.clock import utcnow
 from bot.runner import RunOutcome
 from handlers.blocks import escape, render_approval_card, split_for_slack
-from storage.models import Approval, Run
+from storage.models import Run
 from storage.repository import Repository
 
 log = logging.getLogger(__name__)
 
 WORKING = ":hourglass_flowing_sand: Working on it…"
 RESUMING = ":hourglass_flowing_sand: Carrying on after the decision…"
+# How long a poster holds its claim on posting a card; after that the sweeper may post it.
+CARD_CLAIM = timedelta(minutes=1)
+# The sweeper leaves cards this young to the worker that paused the run.
+CARD_GRACE = timedelta(seconds=5)
 
 
 class Publisher:
@@ -59,7 +70,7 @@ class Publisher:
             )
             await self._say(run, waiting, progress_ts, escape_text=False)
             for approval in outcome.new_approvals:
-                await self.post_card(approval)
+                await self.post_card(approval.id)
         elif outcome.status == "failed":
             await self._say(
                 run,
@@ -104,7 +115,12 @@ class Publisher:
                 "run %s: could not post to %s/%s: %s", run.id, run.channel, run.thread_ts, exc
             )
 
-    async def post_card(self, approval: Approval) -> None:
+    async def post_card(self, approval_id: str) -> None:
+        """Post a pending approval's card once: claim it, post it, record where it is."""
+        now = utcnow()
+        approval = await self.repo.claim_card(approval_id, now=now, until=now + CARD_CLAIM)
+        if approval is None:
+            return  # posted, being posted elsewhere, or decided already
         text, blocks = render_approval_card(approval)
         try:
             response = await self.client.chat_postMessage(
@@ -116,13 +132,22 @@ class Publisher:
         except SlackApiError as exc:
             log.error(
                 "approval %s: could not post its card to %s (it is still pending and listed "
-                "by /approvals): %s",
+                "by /approvals; the sweeper tries again): %s",
                 approval.id,
                 approval.channel,
                 exc,
             )
             return
         await self.repo.set_card(approval.id, channel=response["channel"], ts=response["ts"])
+
+    async def post_missing_cards(self) -> int:
+        """The outbox: post the cards no worker posted (the sweeper calls this)."""
+        now = utcnow()
+        posted = 0
+        for approval_id in await self.repo.cards_to_post(now, created_before=now - CARD_GRACE):
+            await self.post_card(approval_id)
+            posted += 1
+        return posted
 
     async def refresh_card(self, approval_id: str) -> None:
         """Edit a card in place to show the approval as it is now (buttons gone once decided)."""

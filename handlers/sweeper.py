@@ -29,6 +29,7 @@ async def sweep_once(services: Services) -> None:
         background.spawn(carry_on(services, run), name=f"taken over {run.id}")
     for run_id in await runner.claim_stranded_runs():
         background.spawn(resume_and_publish(services, run_id), name=f"stranded {run_id}")
+    await services.publisher.post_missing_cards()  # the card outbox (see handlers.publish)
     await services.repo.forget_events_before(utcnow() - EVENT_MEMORY)
 
 

@@ -22,6 +22,8 @@ from storage.statements import (
     BEGIN_EXECUTION_FENCED,
     CANCEL_APPROVED,
     CANCEL_UNRUNNABLE,
+    CARDS_TO_POST,
+    CLAIM_CARD,
     DECIDE,
     DUE_APPROVALS,
     EXPIRE,
@@ -253,6 +255,33 @@ class ApprovalStore:
             return True
 
         return await self.database.run(body, WRITE)
+
+    async def claim_card(
+        self, approval_id: str, *, now: datetime, until: datetime
+    ) -> Approval | None:
+        """Claim posting a pending approval's card until ``until``: one poster at a time.
+
+        None when its card is posted, someone's live claim holds it, or it is no longer
+        pending. Post, then :meth:`set_card`; a poster that dies in between lets the claim
+        run out and the card is posted again (the one window for a second card).
+        """
+
+        def body(tx: Tx) -> Approval | None:
+            row = tx.one(CLAIM_CARD, {"id": approval_id, "now": now, "until": until})
+            return None if row is None else APPROVALS.load(tx, row)
+
+        return await self.database.run(body, WRITE)
+
+    async def cards_to_post(
+        self, now: datetime, *, created_before: datetime, limit: int = 100
+    ) -> list[str]:
+        """Pending approvals with no card and no live claim on posting one (the outbox)."""
+        params = {"now": now, "created_before": created_before, "limit": limit}
+
+        def body(tx: Tx) -> list[str]:
+            return [row[0] for row in tx.all(CARDS_TO_POST, params)]
+
+        return await self.database.run(body, READ_ONE)
 
     async def set_card(self, approval_id: str, *, channel: str, ts: str) -> None:
         def body(tx: Tx) -> None:

@@ -29,6 +29,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -59,6 +60,9 @@ class Run(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime)
 
 
+CARD_OUTBOX = "status = 'pending' AND card_ts IS NULL"
+
+
 class Approval(Base):
     __tablename__ = "approvals"
     __table_args__ = (
@@ -67,6 +71,13 @@ class Approval(Base):
         # id too: pages are ordered by (created_at, id), so the index serves the ORDER BY.
         Index("ix_approvals_status_created", "status", "created_at", "id"),
         Index("ix_approvals_channel_status", "team_id", "channel", "status", "created_at", "id"),
+        # The card outbox: pending approvals whose card is not posted yet (see the sweeper).
+        Index(
+            "ix_approvals_card_outbox",
+            "created_at",
+            sqlite_where=text(CARD_OUTBOX),
+            postgresql_where=text(CARD_OUTBOX),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -93,6 +104,9 @@ class Approval(Base):
     executed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     card_channel: Mapped[str | None] = mapped_column(String(64), nullable=True)
     card_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Who posts the card claims it until then (a conditional UPDATE), so one card is posted;
+    # a poster that died lets the claim run out and the sweeper posts it.
+    card_claimed_until: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
 
 ANYONE = "*"

@@ -242,6 +242,7 @@ class RunStore:
                     "executed_at": None,
                     "card_channel": None,
                     "card_ts": None,
+                    "card_claimed_until": None,
                 }
                 for draft in drafts
             ]

@@ -155,6 +155,17 @@ CANCEL_UNRUNNABLE = (
     "WHERE id = :id AND status IN ('pending', 'approved') RETURNING run_id"
 )
 SET_CARD = "UPDATE approvals SET card_channel = :channel, card_ts = :ts WHERE id = :id"
+_NO_LIVE_CARD_CLAIM = "(card_claimed_until IS NULL OR card_claimed_until < :now)"
+CLAIM_CARD = (
+    "UPDATE approvals SET card_claimed_until = :until "
+    f"WHERE id = :id AND status = 'pending' AND card_ts IS NULL AND {_NO_LIVE_CARD_CLAIM} "
+    f"RETURNING {APPROVALS.columns}"
+)
+CARDS_TO_POST = (
+    "SELECT id FROM approvals WHERE status = 'pending' AND card_ts IS NULL "
+    f"AND created_at <= :created_before AND {_NO_LIVE_CARD_CLAIM} "
+    "ORDER BY created_at LIMIT :limit"
+)
 
 INSERT_AUDIT = (
     "INSERT INTO audit_events (at, run_id, approval_id, event, actor, detail) "

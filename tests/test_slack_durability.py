@@ -11,18 +11,20 @@ import asyncio
 import json
 import signal
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from freezegun import freeze_time
 
 from playground.slack_server import SlackServer
 from storage.repository import Repository
 from tests.conftest import make_config
 from tests.scripted_model import ScriptedModel
 from tests.serve_process import SECRET, served_bot
-from tests.slack_harness import CHANNEL, Harness, running_bot
+from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
 
 # A database that refuses new runs (a full disk, a broken replica): a fault in the database,
 # not a stand-in for our code.
@@ -140,3 +142,72 @@ def answers(slack: SlackServer) -> list[Any]:
 
 def slack_event_ids(slack: SlackServer) -> list[str]:
     return list(slack._event_bodies)  # the server keeps each event to redeliver it
+
+
+# -- approval cards: an outbox ---------------------------------------------------------------
+
+
+async def test_a_card_nobody_posted_is_posted_by_the_sweeper_once(repo: Repository) -> None:
+    from handlers.sweeper import sweep_once
+
+    with freeze_time("2026-11-30 10:00:00", real_asyncio=True) as clock:
+        async with running_bot(make_config(), repo) as slack:
+            services = slack.bot.services
+            # progress, "waiting" and the card itself: Slack refuses all three
+            slack.server.fail("chat.postMessage", error="internal_error", times=3)
+            reply = await slack.mention(
+                "U0REQUESTER", calls(("restart_service", {"service": "db"}))
+            )
+            assert slack.cards() == []
+            clock.tick(timedelta(seconds=30))
+            await sweep_once(services)
+            assert slack.cards() == [], "the failed poster's claim still holds"
+            clock.tick(timedelta(seconds=31))
+            # Two sweeps at once (two replicas): one card.
+            await asyncio.gather(sweep_once(services), sweep_once(services))
+            await sweep_once(services)
+            [card] = slack.cards()
+            assert card.thread_ts == reply.message.ts  # type: ignore[union-attr]
+            # It is the card of record: a click edits it in place.
+            await slack.server.click("U0APPROVER1", card, "approval_approve")
+            await slack.settle()
+            card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
+            assert card is not None and not has_buttons(card)
+            clock.tick(timedelta(minutes=5))
+            await sweep_once(services)
+            assert len(slack.cards()) == 1
+
+
+async def test_a_worker_killed_before_posting_a_card_leaves_it_to_the_sweeper(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL right after the pause is stored: the restarted bot's sweeper posts the card."""
+    database = f"sqlite:///{tmp_path / 'bot.db'}"
+    settings = 'sweep_interval = "1s"\n'
+    prompt = json.dumps(
+        {
+            "prompt": "go",
+            "tool_calls": [{"name": "restart_service", "arguments": {"service": "db"}}],
+        }
+    )
+    async with SlackServer(signing_secret=SECRET) as slack:
+        killed = {"APPROVAL_BOT_FAILPOINT": "pause_stored"}
+        async with served_bot(
+            database, tmp_path, extra_config=settings, env=killed, slack=slack
+        ) as served:
+            reply = await slack.mention("U0REQUESTER", CHANNEL, f"<@U0BOT> {prompt}")
+            assert reply.status == 200
+            await asyncio.wait_for(served.process.wait(), 20)
+            assert served.process.returncode == -signal.SIGKILL
+        assert cards(slack) == []
+        async with served_bot(database, tmp_path, extra_config=settings, slack=slack):
+            await _wait_for(lambda: len(cards(slack)) == 1)
+            [card] = cards(slack)
+            assert card.thread_ts == reply.message.ts  # type: ignore[union-attr]
+            await slack.click("U0APPROVER1", card, "approval_approve")
+            await _wait_for(lambda: not has_buttons(slack.message(CHANNEL, card.ts)))  # type: ignore[arg-type]
+        assert len(cards(slack)) == 1
+
+
+def cards(slack: SlackServer) -> list[Any]:
+    return [m for m in slack.messages if "approval_summary" in json.dumps(m.blocks)]
