@@ -1377,6 +1377,10 @@ class SlackServer:
         if not notify:
             return None
         added, removed = sorted(set(members) - before), sorted(before - set(members))
+        return await self.send_event(self.members_changed_payload(group, added, removed))
+
+    def members_changed_payload(self, group: str, added: list[str], removed: list[str]) -> Json:
+        """The ``subteam_members_changed`` event_callback, as Slack sends it."""
         now = int(self.clock())
         event = {
             "type": "subteam_members_changed",
@@ -1390,10 +1394,14 @@ class SlackServer:
             "removed_users_count": str(len(removed)),
             "event_ts": self._next_ts(),
         }
-        return await self.send_event(self._event_callback(event, _random_id("Ev")))
+        return self._event_callback(event, _random_id("Ev"))
 
     async def usergroup_updated(self, group: str) -> BotReply:
         """Slack's ``subteam_updated`` event: the group as it is now (``users`` included)."""
+        return await self.send_event(self.group_updated_payload(group))
+
+    def group_updated_payload(self, group: str) -> Json:
+        """The ``subteam_updated`` event_callback, as Slack sends it."""
         users = list(self.usergroups.get(group, []))
         now = int(self.clock())
         subteam = {
@@ -1414,7 +1422,7 @@ class SlackServer:
             "user_count": str(len(users)),
         }
         event = {"type": "subteam_updated", "subteam": subteam, "event_ts": self._next_ts()}
-        return await self.send_event(self._event_callback(event, _random_id("Ev")))
+        return self._event_callback(event, _random_id("Ev"))
 
     async def redeliver(
         self,

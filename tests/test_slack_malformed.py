@@ -202,6 +202,8 @@ def mutate(document: Any, path: tuple[Any, ...], replacement: Any) -> None:
 
 KINDS = (
     "app_mention",
+    "subteam_members_changed",
+    "subteam_updated",
     *(
         f"block_actions:{a}"
         for a in (blocks.APPROVE, blocks.DENY, blocks.SHOW_ARGUMENTS, blocks.PAGE)
@@ -214,10 +216,14 @@ KINDS = (
 
 async def base_payload(slack: Harness, kind: str, approval_id: str, view_id: str) -> Any:
     """A payload of ``kind`` that, left as it is, would change nothing: clicks and commands
-    by an outsider, a mention whose event id was already handled."""
+    by an outsider, a mention whose event id was already handled, a group change."""
     server = slack.server
     if kind == "app_mention":
         return copy.deepcopy(slack.first_mention)  # type: ignore[attr-defined]
+    if kind == "subteam_members_changed":
+        return server.members_changed_payload("S0ONCALL", ["U0NEW"], [])
+    if kind == "subteam_updated":
+        return server.group_updated_payload("S0ONCALL")
     if kind.startswith("block_actions:"):
         action_id = kind.partition(":")[2]
         value = json.dumps({"view": "all", "page": 0}) if action_id == blocks.PAGE else approval_id
