@@ -49,13 +49,16 @@ with the ``:name`` parameters rewritten to ``$n`` once per statement. Round trip
 network round trips, so the repository uses ``RETURNING`` instead of re-reading rows and runs
 one-statement reads in autocommit (no BEGIN/COMMIT).
 
+Inside :func:`storage.limits.time_limit` (acknowledgement paths) both honour a deadline:
+the threaded SQLite attempt waits for the lock only until then, PostgreSQL sets
+``lock_timeout``/``statement_timeout``; past it, :class:`~storage.limits.DatabaseBusy`.
+
 SQLite needs 3.35 or newer (``RETURNING``, 2021).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import itertools
 import json
@@ -63,19 +66,19 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool, StaticPool
 
+from storage.limits import PG_UNRESPONSIVE_GRACE, DatabaseBusy, current_deadline, run_by_deadline
 from storage.values import json_text as json_text  # JSON column text, for the repository
 from storage.values import storable_text
 
@@ -152,63 +155,6 @@ class Database(Protocol):
     def engine(self) -> AsyncEngine: ...
 
     async def close(self) -> None: ...
-
-
-# -- time limits ---------------------------------------------------------------------------
-
-
-class DatabaseBusy(Exception):
-    """A transaction could not finish within its time limit: nothing of it was committed.
-
-    (A lock held by another process or connection, a database that does not answer.)
-    """
-
-
-# What a caller that must answer someone now (Slack's 3 seconds) reports as "the database
-# failed; try again", rather than as a bug.
-DATABASE_FAILURES: tuple[type[BaseException], ...] = (
-    DatabaseBusy,
-    SQLAlchemyError,
-    sqlite3.Error,
-    OSError,
-)
-
-# (task, monotonic deadline) of the innermost time_limit; only that task is bound by it, so
-# background work spawned inside never inherits a deadline meant for an acknowledgement.
-_limit: ContextVar[tuple[asyncio.Task[Any] | None, float] | None] = ContextVar(
-    "approval_bot_time_limit", default=None
-)
-# PostgreSQL: how much longer than the limit the client waits before giving up on a server
-# that does not answer at all (the server-side timeouts normally end the transaction first).
-PG_UNRESPONSIVE_GRACE = 1.0
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Transactions this task starts inside must finish within ``seconds`` from now.
-
-    Otherwise they raise :class:`DatabaseBusy` and commit nothing: on SQLite a transaction
-    waits for a write lock only until the deadline and never starts after it; on PostgreSQL
-    ``lock_timeout`` and ``statement_timeout`` end it. For acknowledgement paths, which must
-    answer Slack within 3 seconds whatever the database is doing.
-    """
-    task = asyncio.current_task()
-    deadline = time.monotonic() + seconds
-    outer = _current_deadline()
-    if outer is not None:
-        deadline = min(deadline, outer)
-    token = _limit.set((task, deadline))
-    try:
-        yield
-    finally:
-        _limit.reset(token)
-
-
-def _current_deadline() -> float | None:
-    limit = _limit.get()
-    if limit is None or limit[0] is not asyncio.current_task():
-        return None
-    return limit[1]
 
 
 # -- URLs ----------------------------------------------------------------------------------
@@ -468,7 +414,7 @@ class SQLiteDatabase:
                 finally:
                     self._inline_lock.release()
         executor = self._writer if mode is Mode.WRITE else self._readers
-        deadline = _current_deadline()
+        deadline = current_deadline()
         if deadline is not None:
             return await self._run_threaded_until(executor, body, mode, deadline)
         return await asyncio.get_running_loop().run_in_executor(
@@ -478,23 +424,10 @@ class SQLiteDatabase:
     async def _run_threaded_until(
         self, executor: Executor, body: Callable[[Tx], T], mode: Mode, deadline: float
     ) -> T:
-        """On a thread, under a deadline: it either commits within it or never runs.
+        """On a thread, waiting for the write lock only until ``deadline`` (its connection's
+        busy timeout for this one transaction); see :func:`storage.limits.run_by_deadline`."""
 
-        A job still queued at the deadline is abandoned (it will not start); one that started
-        waits for the lock only until the deadline (its connection's busy timeout), so the
-        answer comes about then and always says truly whether anything was committed.
-        """
-        state_lock = threading.Lock()
-        state = {"started": False, "abandoned": False}
-
-        def attempt() -> T:
-            with state_lock:
-                if state["abandoned"]:
-                    raise DatabaseBusy("abandoned before it started")
-                state["started"] = True
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
-                raise DatabaseBusy("the time limit passed before the transaction could start")
+        def attempt(remaining_ms: int) -> T:
             connection = self._thread_connection()
             connection.execute(f"PRAGMA busy_timeout = {remaining_ms}")
             try:
@@ -506,18 +439,7 @@ class SQLiteDatabase:
             finally:
                 connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
 
-        future = asyncio.get_running_loop().run_in_executor(executor, attempt)
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
-        try:
-            return await asyncio.wait_for(
-                asyncio.shield(future), max(deadline - time.monotonic(), 0.0)
-            )
-        except TimeoutError:
-            with state_lock:
-                if not state["started"]:
-                    state["abandoned"] = True
-                    raise DatabaseBusy("the database did not answer in time") from None
-            return await future  # it started: its busy timeout ends it about now
+        return await run_by_deadline(executor, attempt, deadline)
 
     def _run_inline(self, body: Callable[[Tx], T], mode: Mode) -> T:
         assert self._inline is not None
@@ -716,7 +638,7 @@ class PostgresDatabase:
         return self._engine
 
     async def run(self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True) -> T:
-        deadline = _current_deadline()
+        deadline = current_deadline()
         if deadline is not None:
             return await self._run_until(body, deadline)
         if mode is Mode.READ_ONE:

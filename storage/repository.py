@@ -35,18 +35,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from storage import migrate
 from storage.approvals import ApprovalStore
 from storage.db import (
-    DATABASE_FAILURES,
     Database,
-    DatabaseBusy,
     Mode,
     PostgresDatabase,
     SQLiteDatabase,
     Tx,
     is_sqlite,
     open_database,
-    time_limit,
 )
 from storage.events import EventStore
+from storage.limits import DATABASE_FAILURES, DatabaseBusy, time_limit
 from storage.records import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
