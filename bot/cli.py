@@ -1,8 +1,9 @@
 """The ``approval-bot`` command line.
 
 Every command loads and checks the configuration first, so a broken file fails here with one
-clear message (exit status 2) before anything touches the database or Slack. Exit status 1
-means a decision or lookup was refused; 0 means it went through.
+clear message (exit status 2) before anything touches the database or Slack; so does a
+database that cannot be opened, a port that cannot be listened on and a mistyped command.
+Exit status 1 means a decision or lookup was refused; 0 means it went through.
 """
 
 from __future__ import annotations
@@ -15,19 +16,33 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from bot.config import Config, ConfigError, load_config
 from bot.llm_setup import prepare_llm
 from bot.runner import DecisionRefused, Request, Runner, RunOutcome
 from storage.models import Approval, Run
-from storage.repository import PendingFilter, Repository
+from storage.repository import DatabaseUnavailable, PendingFilter, Repository
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, exit status 2, like every other error of the command line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def tcp_port(text: str) -> int:
+    """``--port``: a TCP port to listen on, checked before anything starts."""
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="approval-bot",
         description="A Slack bot that runs llm agents and asks humans before risky tool calls.",
     )
@@ -82,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_slack_commands(commands: Any) -> None:
     serve = commands.add_parser("serve", help="serve Slack (HTTP, or Socket Mode)")
     serve.add_argument("--host", default="0.0.0.0")
-    serve.add_argument("--port", type=int, default=3000)
+    serve.add_argument("--port", type=tcp_port, default=3000)
     serve.add_argument("--socket-mode", action="store_true", help="connect with SLACK_APP_TOKEN")
 
     playground = commands.add_parser(
@@ -119,7 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve(config, host=args.host, port=args.port, socket_mode=args.socket_mode)
     command = _COMMANDS[(args.command, _subcommand(args))]
-    return asyncio.run(_with_repository(config, lambda repo: command(repo, config, args)))
+    try:
+        return asyncio.run(_with_repository(config, lambda repo: command(repo, config, args)))
+    except DatabaseUnavailable as exc:
+        print(f"approval-bot: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _subcommand(args: argparse.Namespace) -> str:

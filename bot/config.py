@@ -19,6 +19,7 @@ import llm
 
 from bot.policy import ON_EXPIRY_CHOICES, Policy
 from bot.tools import ToolLoadError, load_tools
+from storage.urls import check_database_url
 
 DEFAULT_CONFIG_PATH = "approval-bot.toml"
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///approval-bot.db"
@@ -114,6 +115,10 @@ def load_config(
         raise ConfigError(f"{resolved}: {exc}") from exc
     config.source = str(resolved) if resolved.exists() else "(defaults)"
     if env.get("DATABASE_URL"):
+        try:
+            check_database_url(env["DATABASE_URL"])
+        except ValueError as exc:
+            raise ConfigError(f"DATABASE_URL: {exc}") from exc
         config.database_url = env["DATABASE_URL"]
     return config
 
@@ -127,6 +132,10 @@ def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None
     config.model = _string(data, "model", config.model)
     config.system_prompt = _string(data, "system_prompt", config.system_prompt)
     config.database_url = _string(data, "database_url", config.database_url)
+    try:
+        check_database_url(config.database_url)
+    except ValueError as exc:
+        raise ConfigError(f"database_url: {exc}") from exc
     if "approval_ttl" in data:
         config.approval_ttl = parse_duration(data["approval_ttl"], "approval_ttl")
     if "run_lease" in data:

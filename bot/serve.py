@@ -1,7 +1,8 @@
 """``approval-bot serve``: start-up and shutdown of the Slack bot.
 
-Start-up order matters: configuration (already checked), the database (migrated before any
-request is accepted), the runner, then Slack. The sweeper runs beside it in every replica.
+Start-up order matters: configuration (already checked), the listening port (bound first, so
+a port in use fails before anything else happens), the database (migrated before any request
+is accepted), the runner, then Slack. The sweeper runs beside it in every replica.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from bot.runner import Runner
 from handlers.app import build_app, build_web_app
 from handlers.services import Services, SlackSettings
 from handlers.sweeper import run_sweeper
-from storage.repository import Repository
+from storage.repository import DatabaseUnavailable, Repository
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +81,48 @@ def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
     except ConfigError as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(_serve(config, settings, host=host, port=port, socket_mode=socket_mode))
+    sock = None
+    if not socket_mode:
+        try:
+            sock = bound_socket(host, port)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            print(f"approval-bot: cannot listen on {host}:{port}: {reason}", file=sys.stderr)
+            return 2
+    try:
+        asyncio.run(_serve(config, settings, sock=sock))
+    except DatabaseUnavailable as exc:
+        print(f"approval-bot: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if sock is not None:
+            sock.close()
     return 0
 
 
-async def _serve(
-    config: Config, settings: SlackSettings, *, host: str, port: int, socket_mode: bool
-) -> None:
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (not yet listening): a port in use fails here, first."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def _serve(config: Config, settings: SlackSettings, *, sock: socket.socket | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     async with started_bot(config, settings) as bot:
-        if socket_mode:
+        if sock is None:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             handler = AsyncSocketModeHandler(bot.app, settings.app_token)  # type: ignore[arg-type]
@@ -103,7 +133,8 @@ async def _serve(
             return
         runner = web.AppRunner(bot.web_app)
         await runner.setup()
-        await web.TCPSite(runner, host, port).start()
-        log.info("listening on http://%s:%d/slack/events", host, port)
+        site = web.SockSite(runner, sock)
+        await site.start()
+        log.info("listening on %s/slack/events", site.name)
         await stop.wait()
         await runner.cleanup()

@@ -79,6 +79,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool, StaticPool
 
 from storage.limits import PG_UNRESPONSIVE_GRACE, DatabaseBusy, current_deadline, run_by_deadline
+from storage.urls import normalize_url
 from storage.values import json_text as json_text  # JSON column text, for the repository
 from storage.values import storable_text
 
@@ -157,24 +158,7 @@ class Database(Protocol):
     async def close(self) -> None: ...
 
 
-# -- URLs ----------------------------------------------------------------------------------
-
-
-def normalize_url(url: str) -> str:
-    """Accept the URLs people paste (``postgresql://``, ``sqlite:///``) and pick async drivers.
-
-    This is the URL of :attr:`Database.engine` (a SQLAlchemy async engine); the repository
-    itself drives SQLite through ``sqlite3`` whatever the driver named here.
-    """
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite" and parsed.drivername != "sqlite+aiosqlite":
-        parsed = parsed.set(drivername="sqlite+aiosqlite")
-    elif backend in ("postgresql", "postgres") and parsed.drivername != "postgresql+asyncpg":
-        parsed = parsed.set(drivername="postgresql+asyncpg")
-    elif backend not in ("sqlite", "postgresql"):
-        raise ValueError(f"unsupported database {backend!r}: use sqlite or postgresql")
-    return parsed.render_as_string(hide_password=False)
+# -- URLs (checked and normalized in storage.urls) -----------------------------------------
 
 
 def is_sqlite(engine: AsyncEngine) -> bool:

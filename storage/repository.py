@@ -63,6 +63,7 @@ from storage.records import (
 from storage.rows import APPROVALS, RUNS, Rows, insert_sql
 from storage.runs import RunStore
 from storage.statements import INSERT_APPROVAL, INSERT_APPROVER, approver_rows
+from storage.urls import DatabaseUnavailable, reporting_unavailable
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
@@ -70,6 +71,7 @@ __all__ = [
     "FINISHED_RUN_STATUSES",
     "ApprovalDraft",
     "DatabaseBusy",
+    "DatabaseUnavailable",
     "DecisionOutcome",
     "DuplicateEvent",
     "ExpiryOutcome",
@@ -110,10 +112,14 @@ class Repository(RunStore, ApprovalStore, EventStore):
         ``sqlite_inline=False`` runs every SQLite transaction on a worker thread instead of
         trying it on the event loop first (see :mod:`storage.db`).
         """
-        database = open_database(url, sqlite_inline=sqlite_inline, **engine_kwargs)
+        # A URL of the wrong shape raises ValueError; a database that is not there (or will
+        # not let us in) raises DatabaseUnavailable, one sentence either way.
+        with reporting_unavailable(url):
+            database = open_database(url, sqlite_inline=sqlite_inline, **engine_kwargs)
         try:
             if upgrade:
-                await migrate.upgrade(database)
+                with reporting_unavailable(url):
+                    await migrate.upgrade(database)
         except BaseException:
             await database.close()
             raise

@@ -56,6 +56,14 @@ def test_database_url_from_the_environment_wins(tmp_path: Path) -> None:
     assert config.database_url == "postgresql://x/y"
 
 
+def test_a_bad_database_url_in_the_environment_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^DATABASE_URL: .*'mysql' databases are not"):
+        load_config(write(tmp_path, GOOD), environ={"DATABASE_URL": "mysql://u:secret@h/db"})
+    with pytest.raises(ConfigError) as error:
+        load_config(write(tmp_path, GOOD), environ={"DATABASE_URL": "mysql://u:secret@h/db"})
+    assert "secret" not in str(error.value)  # the password is never shown
+
+
 def test_config_path_from_the_environment(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD)
     config = load_config(environ={"APPROVAL_BOT_CONFIG": str(path)})
@@ -90,6 +98,12 @@ def test_config_path_from_the_environment(tmp_path: Path) -> None:
             "policies.get_status.approvers",
         ),
         ("chain_limit = 0", "chain_limit"),
+        # The database URL is checked with the rest, before anything connects.
+        ('database_url = "mysql://bot@db/approvals"', "database_url: mysql://bot@db/approvals:"),
+        ('database_url = "approvals.db"', "database_url: 'approvals.db' is not a database URL"),
+        ('database_url = "oracle://x"', "'oracle' databases are not supported"),
+        ('database_url = "sqlite://host/x.db"', "a SQLite URL names a file, not a server"),
+        ('database_url = "postgresql://h:70000/db"', "port 70000 is not a TCP port"),
     ],
 )
 def test_broken_files_name_the_key(tmp_path: Path, text: str, message: str) -> None:

@@ -1,0 +1,113 @@
+"""Database URLs: which ones approval-bot accepts, and what a failure to open one means.
+
+A URL is checked twice, for different things: its scheme and shape when the configuration is
+loaded (:func:`check_database_url`, before anything connects), and whether the database is
+there when it is opened (:func:`reporting_unavailable`). Either way a person gets one sentence
+that names the URL (password hidden), never a driver's traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+
+EXAMPLES = "sqlite:///path/to/approval-bot.db or postgresql://user@host/database"
+
+
+class DatabaseUnavailable(Exception):
+    """A well-formed database URL whose database could not be opened.
+
+    Unreachable or unknown host, a PostgreSQL database that does not exist or refuses us, a
+    SQLite file that cannot be created: the message says which, in one line.
+    """
+
+
+def parse_database_url(url: str) -> URL:
+    """The URL, when its scheme and shape are ones we support; ValueError (one sentence) if not.
+
+    Accepted: ``sqlite://`` URLs (any driver name; the file path is not checked here) and
+    ``postgresql://`` or ``postgres://`` URLs (any driver name; asyncpg is used).
+    """
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise ValueError(f"{url!r} is not a database URL; write {EXAMPLES}") from None
+    backend = parsed.get_backend_name()
+    shown = safe_url(parsed)
+    if backend == "sqlite":
+        if parsed.host or parsed.port or parsed.username or parsed.password:
+            raise ValueError(
+                f"{shown}: a SQLite URL names a file, not a server; write "
+                "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+            )
+    elif backend in ("postgresql", "postgres"):
+        if parsed.port is not None and not 0 < parsed.port < 65536:
+            raise ValueError(f"{shown}: port {parsed.port} is not a TCP port (1-65535)")
+    else:
+        raise ValueError(
+            f"{shown}: {backend!r} databases are not supported; use SQLite or PostgreSQL "
+            f"({EXAMPLES})"
+        )
+    return parsed
+
+
+def check_database_url(url: str) -> None:
+    """Raise ValueError, with one sentence for people, unless the URL is one we can use."""
+    parse_database_url(url)
+
+
+def normalize_url(url: str) -> str:
+    """Accept the URLs people paste (``postgresql://``, ``sqlite:///``) and pick async drivers.
+
+    This is the URL of :attr:`storage.db.Database.engine` (a SQLAlchemy async engine); the
+    repository itself drives SQLite through ``sqlite3`` whatever the driver named here.
+    """
+    parsed = parse_database_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.drivername != "sqlite+aiosqlite":
+            parsed = parsed.set(drivername="sqlite+aiosqlite")
+    elif parsed.drivername != "postgresql+asyncpg":
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def safe_url(url: str | URL) -> str:
+    """The URL to show people: the password hidden."""
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except (ArgumentError, ValueError):
+        return repr(url)
+    return parsed.render_as_string(hide_password=True)
+
+
+@contextlib.contextmanager
+def reporting_unavailable(url: str) -> Iterator[None]:
+    """Turn a driver's failure to connect (or to create the schema) into DatabaseUnavailable."""
+    try:
+        yield
+    except (OSError, sqlite3.Error, DBAPIError) as exc:
+        raise DatabaseUnavailable(
+            f"cannot open the database {safe_url(url)}: {describe_open_failure(url, exc)}"
+        ) from exc
+
+
+def describe_open_failure(url: str, exc: BaseException) -> str:
+    """The driver's reason, in one line, with the likely fix where we know it."""
+    original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    reason = (str(original).strip().splitlines() or [type(original).__name__])[0]
+    if isinstance(original, TimeoutError) and not reason:
+        reason = "timed out"
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return reason
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        folder = Path(parsed.database).expanduser().parent
+        if not folder.is_dir():
+            return f"{reason} (the folder {folder} does not exist)"
+    return reason
