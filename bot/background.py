@@ -35,15 +35,38 @@ class BackgroundTasks:
         return len(self._tasks)
 
     async def idle(self, timeout: float = 30.0) -> None:
-        """Wait until no task is running (tasks may spawn more; wait for those too)."""
-        async with asyncio.timeout(timeout):
-            while self._tasks:
-                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Wait until no task is running (tasks may spawn more; wait for those too).
 
-    async def close(self, timeout: float = 10.0) -> None:
+        Raises TimeoutError after ``timeout`` seconds, leaving the tasks running.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._tasks:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"{len(self._tasks)} background tasks still running")
+            await asyncio.wait(list(self._tasks), timeout=remaining)
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every task; True when none is left running."""
         try:
-            await self.idle(timeout)
+            await self.idle(max(timeout, 0.0))
         except TimeoutError:
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            return False
+        return True
+
+    async def cancel_all(self) -> list[str]:
+        """Cancel what is still running and wait for it to stop; the names of those tasks.
+
+        A cancelled run keeps what it stored: whoever takes it over replays its history. A
+        tool running in a thread cannot be cancelled: its call stays ``executing``.
+        """
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return [task.get_name() for task in tasks]
+
+    async def close(self, timeout: float = 25.0) -> None:
+        if not await self.drain(timeout):
+            await self.cancel_all()

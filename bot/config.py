@@ -42,6 +42,7 @@ TOP_LEVEL_KEYS = {
     "chain_limit",
     "run_lease",
     "sweep_interval",
+    "shutdown_grace",
     "policies",
 }
 POLICY_KEYS = {"approval", "approvers", "allow_self_approval", "ttl", "on_expiry"}
@@ -74,6 +75,8 @@ class Config:
     chain_limit: int = 10
     run_lease: timedelta = timedelta(minutes=5)
     sweep_interval: timedelta = timedelta(seconds=30)
+    # How long SIGTERM waits for work in flight; under Kubernetes' 30 s before its SIGKILL.
+    shutdown_grace: timedelta = timedelta(seconds=25)
     policies: dict[str, Policy] = field(default_factory=dict)
     source: str = "(defaults)"
 
@@ -142,6 +145,8 @@ def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None
         config.run_lease = parse_duration(data["run_lease"], "run_lease")
     if "sweep_interval" in data:
         config.sweep_interval = parse_duration(data["sweep_interval"], "sweep_interval")
+    if "shutdown_grace" in data:
+        config.shutdown_grace = parse_duration(data["shutdown_grace"], "shutdown_grace")
     if "chain_limit" in data:
         limit = data["chain_limit"]
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:

@@ -3,6 +3,14 @@
 Start-up order matters: configuration (already checked), the listening port (bound first, so
 a port in use fails before anything else happens), the database (migrated before any request
 is accepted), the runner, then Slack. The sweeper runs beside it in every replica.
+
+Shutdown (SIGTERM from a rolling deploy, or Ctrl-C) runs the other way round, within
+``shutdown_grace`` counted from the signal: stop taking new work (close the port or the
+Socket Mode connection, stop the sweeper), let work in flight finish so that a running tool's
+result is recorded, cancel what is still running when the grace is up (a cancelled run is
+replayed from its stored history by whoever takes it over), then release every lease this
+worker holds so another replica takes those runs over at once instead of a ``run_lease``
+later.
 """
 
 from __future__ import annotations
@@ -10,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import web
@@ -28,6 +37,23 @@ from storage.repository import DatabaseUnavailable, Repository
 
 log = logging.getLogger(__name__)
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass
+class ShutdownReport:
+    """How a shutdown went: what had to be cancelled and which leases were released."""
+
+    cancelled: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    release_failed: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        # Leases that could not be released still run out on their own: worth a non-zero
+        # status, not a hang.
+        return EXIT_FAILED if self.release_failed else EXIT_OK
+
 
 @dataclass
 class Bot:
@@ -36,6 +62,52 @@ class Bot:
     services: Services
     app: object
     web_app: web.Application
+    sweeper: asyncio.Task[None] | None = None
+    stop_sweeping: asyncio.Event = field(default_factory=asyncio.Event)
+    report: ShutdownReport | None = None
+
+    async def shut_down(self, grace: float) -> ShutdownReport:
+        """Stop sweeping, finish work in flight within ``grace`` seconds, release leases.
+
+        Call it once no new requests or events can arrive. Idempotent.
+        """
+        if self.report is not None:
+            return self.report
+        report = self.report = ShutdownReport()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        background = self.services.background
+        self.stop_sweeping.set()
+        if len(background):
+            log.info("shutting down: waiting up to %.0fs for %d tasks", grace, len(background))
+        if self.sweeper is not None:
+            # A sweep under way finishes (the resumes it spawns are then waited for too).
+            await asyncio.wait({self.sweeper}, timeout=max(deadline - loop.time(), 0))
+        finished = await background.drain(deadline - loop.time())
+        if self.sweeper is not None and not self.sweeper.done():
+            self.sweeper.cancel()
+            report.cancelled.append("sweeper")
+            await asyncio.gather(self.sweeper, return_exceptions=True)
+        if not finished:
+            report.cancelled += await background.cancel_all()
+            log.warning(
+                "shutdown_grace (%.0fs) ran out: cancelled %s; their runs are taken over "
+                "from their stored history (a tool still running is reported outcome unknown)",
+                grace,
+                ", ".join(report.cancelled),
+            )
+        # Only now: a drive still going would renew the lease it is about to lose.
+        runner = self.services.runner
+        try:
+            report.released = await self.services.repo.release_leases(
+                runner.worker_id, now=runner.clock()
+            )
+        except Exception as exc:
+            report.release_failed = True
+            log.error("could not release this worker's leases (they run out on their own): %s", exc)
+        if report.released:
+            log.info("released the leases of runs %s", ", ".join(report.released))
+        return report
 
 
 @contextlib.asynccontextmanager
@@ -48,7 +120,9 @@ async def started_bot(
 ) -> AsyncIterator[Bot]:
     """Everything but the listening socket; used by ``serve``, the playground and tests.
 
-    A repository passed in stays open afterwards (its owner closes it).
+    On the way out it shuts down as ``serve`` does (``Bot.shut_down`` with the configured
+    grace, unless the caller already did). A repository passed in stays open afterwards (its
+    owner closes it).
     """
     owns_repo = repo is None
     if repo is None:
@@ -57,19 +131,14 @@ async def started_bot(
     session = aiohttp.ClientSession()
     services = Services.create(repo, config, runner, settings.web_client(session))
     app = build_app(services, settings)
-    sweeper = (
-        asyncio.create_task(run_sweeper(services, config.sweep_interval.total_seconds()))
-        if sweep
-        else None
-    )
+    bot = Bot(services=services, app=app, web_app=build_web_app(app, services, settings))
+    if sweep:
+        interval = config.sweep_interval.total_seconds()
+        bot.sweeper = asyncio.create_task(run_sweeper(services, interval, bot.stop_sweeping))
     try:
-        yield Bot(services=services, app=app, web_app=build_web_app(app, services, settings))
+        yield bot
     finally:
-        if sweeper is not None:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
-        await services.background.close()
+        await bot.shut_down(config.shutdown_grace.total_seconds())
         await session.close()
         if owns_repo:
             await repo.close()
@@ -80,7 +149,7 @@ def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
         settings = SlackSettings.from_env(socket_mode=socket_mode)
     except ConfigError as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     sock = None
     if not socket_mode:
         try:
@@ -88,16 +157,23 @@ def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
         except OSError as exc:
             reason = exc.strerror or str(exc)
             print(f"approval-bot: cannot listen on {host}:{port}: {reason}", file=sys.stderr)
-            return 2
-    try:
-        asyncio.run(_serve(config, settings, sock=sock))
-    except DatabaseUnavailable as exc:
-        print(f"approval-bot: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if sock is not None:
-            sock.close()
-    return 0
+            return EXIT_USAGE
+    with asyncio.Runner() as loop:
+        try:
+            report = loop.run(_serve(config, settings, sock=sock))
+        except DatabaseUnavailable as exc:
+            print(f"approval-bot: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        finally:
+            if sock is not None:
+                sock.close()
+        if report.cancelled:
+            # A tool cut off by the grace may still be running in a thread, which the
+            # interpreter would wait for at exit. Its call is recorded as started, never as
+            # finished, so it is reported "outcome unknown" and never run again: let it stop
+            # with the process now rather than finish unrecorded.
+            _exit_now(report.exit_code)
+    return report.exit_code
 
 
 def bound_socket(host: str, port: int) -> socket.socket:
@@ -115,12 +191,15 @@ def bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def _serve(config: Config, settings: SlackSettings, *, sock: socket.socket | None) -> None:
+async def _serve(
+    config: Config, settings: SlackSettings, *, sock: socket.socket | None
+) -> ShutdownReport:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    grace = config.shutdown_grace.total_seconds()
     async with started_bot(config, settings) as bot:
         if sock is None:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -129,12 +208,25 @@ async def _serve(config: Config, settings: SlackSettings, *, sock: socket.socket
             await handler.connect_async()
             log.info("connected to Slack in Socket Mode")
             await stop.wait()
+            deadline = loop.time() + grace
+            log.info("stopping: no new events; finishing work in flight")
             await handler.close_async()
-            return
-        runner = web.AppRunner(bot.web_app)
-        await runner.setup()
-        site = web.SockSite(runner, sock)
-        await site.start()
-        log.info("listening on %s/slack/events", site.name)
-        await stop.wait()
-        await runner.cleanup()
+        else:
+            runner = web.AppRunner(bot.web_app, shutdown_timeout=grace)
+            await runner.setup()
+            site = web.SockSite(runner, sock)
+            await site.start()
+            log.info("listening on %s/slack/events", site.name)
+            await stop.wait()
+            deadline = loop.time() + grace
+            log.info("stopping: no new requests; finishing work in flight")
+            # Closes the port at once; requests already being handled get their answers.
+            await runner.cleanup()
+        return await bot.shut_down(deadline - loop.time())
+
+
+def _exit_now(code: int) -> None:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -5,6 +5,7 @@ conditional UPDATEs make them cooperate."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import timedelta
 
@@ -40,10 +41,15 @@ async def carry_on(services: Services, run: Run) -> None:
     await refresh_settled_cards(services, outcome.run_id)
 
 
-async def run_sweeper(services: Services, interval: float) -> None:
-    while True:
+async def run_sweeper(
+    services: Services, interval: float, stop: asyncio.Event | None = None
+) -> None:
+    """Sweep every ``interval`` seconds until ``stop`` is set; a sweep under way finishes."""
+    stop = stop or asyncio.Event()
+    while not stop.is_set():
         try:
             await sweep_once(services)
         except Exception:
             log.exception("sweep failed; trying again in %.0fs", interval)
-        await asyncio.sleep(interval)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)

@@ -28,6 +28,7 @@ from storage.statements import (
     INSERT_AUDIT,
     INSERT_RUN,
     PAUSE_RUN,
+    RELEASE_LEASES,
     RENEW_LEASE,
     RETAG_STILL_PENDING,
     RUN_BY_ID,
@@ -179,6 +180,21 @@ class RunStore:
                 raise LeaseLost(run_id)
 
         await self.database.run(body, WRITE)
+
+    async def release_leases(self, worker: str, *, now: datetime) -> list[str]:
+        """End every lease ``worker`` holds (a graceful shutdown); the runs it released.
+
+        Call it only once the worker has stopped driving runs: a drive still going would
+        renew the lease it lost (or find it taken over).
+        """
+
+        def body(tx: Tx) -> list[str]:
+            released = [row[0] for row in tx.all(RELEASE_LEASES, {"worker": worker, "now": now})]
+            for run_id in released:
+                audit(tx, now, "lease_released", run_id=run_id, worker=worker)
+            return released
+
+        return await self.database.run(body, WRITE)
 
     async def save_pause(
         self,

@@ -29,6 +29,13 @@ CONTINUE_RUN = (
 RENEW_LEASE = (
     "UPDATE runs SET lease_expires_at = :lease_until WHERE id = :id AND lease_owner = :worker"
 )
+# Shutdown: the leases this worker still holds run out now, so another replica takes their runs
+# over at its next sweep instead of a whole run_lease later. The owner stays, for the record.
+RELEASE_LEASES = (
+    "UPDATE runs SET lease_expires_at = :now "
+    f"WHERE lease_owner = :worker AND status IN ({_ACTIVE}) AND lease_expires_at > :now "
+    "RETURNING id"
+)
 PAUSE_RUN = (
     "UPDATE runs SET status = 'paused', history = :history, turn = turn + 1, "
     "lease_owner = NULL, lease_expires_at = NULL, updated_at = :now "

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 EXECUTED: list[tuple[str, dict]] = []
 
 
@@ -27,3 +30,23 @@ def broken_tool(service: str) -> str:
     """Always fails."""
     EXECUTED.append(("broken_tool", {"service": service}))
     raise RuntimeError(f"{service} exploded")
+
+
+def slow_restart(service: str, seconds: float, log: str) -> str:
+    """Restart a service slowly (still running when a deploy stops the bot).
+
+    Writes "started" and "finished" lines to the file ``log``, flushed to disk, so a test in
+    another process knows whether the call truly ran to its end.
+    """
+    _log_line(log, f"started {service}")
+    time.sleep(seconds)
+    _log_line(log, f"finished {service}")
+    EXECUTED.append(("slow_restart", {"service": service, "seconds": seconds}))
+    return f"restarted {service} slowly"
+
+
+def _log_line(path: str, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(line + "\n")
+        file.flush()
+        os.fsync(file.fileno())

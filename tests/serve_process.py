@@ -21,10 +21,17 @@ SECRET = "serve-process-secret"
 
 CONFIG = """
 model = "echo"
-tools = ["tests.ops_tools:get_status", "tests.ops_tools:restart_service"]
+tools = [
+    "tests.ops_tools:get_status",
+    "tests.ops_tools:restart_service",
+    "tests.ops_tools:slow_restart",
+]
 
 [policies.restart_service]
 approvers = ["U0APPROVER1", "U0APPROVER3"]
+
+[policies.slow_restart]
+approvers = ["U0APPROVER1"]
 """
 
 

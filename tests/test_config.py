@@ -16,6 +16,7 @@ system_prompt = "Be careful."
 tools = ["tests.ops_tools:get_status", "tests.ops_tools:restart_service"]
 approval_ttl = "45m"
 database_url = "sqlite+aiosqlite:///x.db"
+shutdown_grace = "20s"
 
 [policies.restart_service]
 approval = "required"
@@ -49,6 +50,8 @@ def test_a_full_file_loads(tmp_path: Path) -> None:
     assert policy.ttl == timedelta(minutes=15) and policy.on_expiry == "cancel"
     assert config.policy_for("get_status") is None
     assert config.approval_ttl == timedelta(minutes=45)
+    assert config.shutdown_grace == timedelta(seconds=20)
+    assert load_config(None, environ={}).shutdown_grace == timedelta(seconds=25)
 
 
 def test_database_url_from_the_environment_wins(tmp_path: Path) -> None:
@@ -98,6 +101,7 @@ def test_config_path_from_the_environment(tmp_path: Path) -> None:
             "policies.get_status.approvers",
         ),
         ("chain_limit = 0", "chain_limit"),
+        ('shutdown_grace = "a while"', "shutdown_grace: 'a while' is not a duration"),
         # The database URL is checked with the rest, before anything connects.
         ('database_url = "mysql://bot@db/approvals"', "database_url: mysql://bot@db/approvals:"),
         ('database_url = "approvals.db"', "database_url: 'approvals.db' is not a database URL"),

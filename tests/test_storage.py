@@ -87,3 +87,36 @@ async def test_listing_what_an_approver_may_decide(repo: Repository) -> None:
 
     later = now + timedelta(hours=2)
     assert (await repo.list_pending(PendingFilter(), now=later))[1] == 0
+
+
+async def test_release_leases_ends_only_this_workers_live_leases(repo: Repository) -> None:
+    now = utcnow()
+
+    async def run(key: str, worker: str, lease_until: object) -> str:
+        opened = await repo.open_run(
+            run_id=f"run_{key}",
+            conversation_key=key,
+            requester="U0REQ",
+            model_id="scripted",
+            new_messages=[{"role": "user", "parts": [{"type": "text", "text": key}]}],
+            worker=worker,
+            lease_until=lease_until,  # type: ignore[arg-type]
+            now=now,
+        )
+        return opened.id
+
+    mine = await run("mine", "worker-a", now + timedelta(minutes=5))
+    already_stale = await run("stale", "worker-a", now - timedelta(minutes=1))
+    theirs = await run("theirs", "worker-b", now + timedelta(minutes=5))
+
+    assert await repo.release_leases("worker-a", now=now) == [mine]
+    released = await repo.get_run(mine)
+    assert released is not None and released.lease_expires_at == now
+    assert released.lease_owner == "worker-a" and released.status == "running"
+    # Any replica takes it over at its next sweep, as it does a stale lease, and only then.
+    later = now + timedelta(milliseconds=1)
+    assert sorted(await repo.stale_runs(later)) == sorted([mine, already_stale])
+    other = await repo.get_run(theirs)
+    assert other is not None and other.lease_expires_at == now + timedelta(minutes=5)
+    assert "lease_released" in [e.event for e in await repo.audit_trail(run_id=mine)]
+    assert await repo.release_leases("worker-a", now=now) == []

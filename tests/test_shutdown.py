@@ -1,0 +1,189 @@
+"""A rolling deploy stops `approval-bot serve` with SIGTERM: a real process, our Slack server.
+
+What must hold: the bot stops taking new work, an approved tool that is running finishes and
+its result is recorded, the leases it still holds are released so another replica takes their
+runs over at once, and the process exits 0. A tool that outlives the grace is reported
+"outcome unknown" only because it truly did not finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+from ulid import ULID
+
+from bot.clock import utcnow
+from bot.config import Config, load_config
+from bot.runner import Request, Runner
+from playground.slack_server import Message
+from storage.repository import Repository
+from tests.conftest import POSTGRES_URL
+from tests.serve_process import CONFIG, ServedBot, served_bot
+
+
+@pytest.fixture
+async def database_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh database that a bot process of its own can open by URL alone."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'bot.db'}"
+        return
+    name = f"t_{str(ULID()).lower()}"
+    admin = await asyncpg.connect(POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://"))
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.05)
+    assert condition(), what
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def slow_restart_prompt(log: Path, seconds: float) -> str:
+    call = {"name": "slow_restart", "arguments": {"service": "web", "seconds": seconds}}
+    call["arguments"]["log"] = str(log)
+    return json.dumps({"prompt": "restart web", "tool_calls": [call]})
+
+
+def served_config(tmp_path: Path) -> Config:
+    """The served bot's configuration, for a worker in this process."""
+    path = tmp_path / "same-as-served.toml"
+    path.write_text(CONFIG)
+    return load_config(path, environ={})
+
+
+async def approve_slow_restart(served: ServedBot, log: Path, seconds: float) -> str:
+    """Ask for a slow restart, approve its card, and wait until the tool has started."""
+    prompt = slow_restart_prompt(log, seconds)
+    await served.slack.mention("U0REQUESTER", "C0OPS", f"<@U0BOT> {prompt}")
+
+    def card() -> Message | None:
+        return next(
+            (m for m in served.slack.messages if "approval_summary" in json.dumps(m.blocks)),
+            None,
+        )
+
+    await until(lambda: card() is not None, "no approval card was posted")
+    message = card()
+    assert message is not None
+    approval_id = next(e["value"] for _, e in message.buttons() if e["action_id"].endswith("ve"))
+    reply = await served.slack.click("U0APPROVER1", message, "approval_approve")
+    assert reply.status == 200
+    await until(lambda: "started web" in lines(log), "the approved tool never started")
+    return approval_id
+
+
+async def stop(served: ServedBot) -> int:
+    served.process.send_signal(signal.SIGTERM)
+    return await asyncio.wait_for(served.process.wait(), 60)
+
+
+async def test_sigterm_lets_a_running_tool_finish_and_records_it(
+    database_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "tool.log"
+    async with served_bot(database_url, tmp_path, capture_output=True) as served:
+        approval_id = await approve_slow_restart(served, log, seconds=3)
+        code = await stop(served)
+        answers = [m.text for m in served.slack.messages if "restarted web slowly" in m.text]
+    assert code == 0, served.output.decode()[-3000:]
+    assert lines(log) == ["started web", "finished web"]
+    repo = await Repository.open(database_url, upgrade=False)
+    try:
+        approval = await repo.get_approval(approval_id)
+        assert approval is not None
+        assert (approval.status, approval.result) == ("executed", "restarted web slowly")
+        run = await repo.get_run(approval.run_id)
+        assert run is not None and run.status == "completed" and run.lease_owner is None
+    finally:
+        await repo.close()
+    # The run carried on to its answer in the thread before the process exited.
+    assert answers, "the thread never got the answer"
+
+
+async def test_a_tool_that_outlives_the_grace_is_unknown_and_its_run_taken_over_at_once(
+    database_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "tool.log"
+    settings = 'shutdown_grace = "1s"\n'
+    async with served_bot(
+        database_url, tmp_path, capture_output=True, extra_config=settings
+    ) as served:
+        approval_id = await approve_slow_restart(served, log, seconds=120)
+        code = await stop(served)
+    assert code == 0, served.output.decode()[-3000:]
+    # The process is gone, so the call can no longer finish: it truly did not.
+    assert lines(log) == ["started web"]
+    repo = await Repository.open(database_url, upgrade=False)
+    try:
+        approval = await repo.get_approval(approval_id)
+        assert approval is not None and approval.status == "executing"
+        run = await repo.get_run(approval.run_id)
+        assert run is not None and run.status == "running" and run.lease_owner
+        # Released: it ran out when the process stopped, not a whole run_lease later.
+        assert run.lease_expires_at is not None and run.lease_expires_at <= utcnow()
+
+        replica_b = Runner(repo, served_config(tmp_path), worker_id="replica-b")
+        [outcome] = await replica_b.recover_stale_runs()
+        assert outcome.status == "completed"
+        approval = await repo.get_approval(approval_id)
+        assert approval is not None and approval.status == "unknown"
+    finally:
+        await repo.close()
+
+
+async def test_sigterm_while_the_sweeper_carries_on_a_taken_over_run_records_the_tool(
+    database_url: str, tmp_path: Path
+) -> None:
+    """The sweeper's work is work in flight too: stopping it must not cut off its tool."""
+    log = tmp_path / "tool.log"
+    repo = await Repository.open(database_url)
+    try:
+        # A worker paused a run, its approval was approved, and the worker died before
+        # resuming it: the run waits for its lease to run out.
+        dead = Runner(repo, served_config(tmp_path), worker_id="dead-worker")
+        paused = await dead.start(
+            Request(text=slow_restart_prompt(log, seconds=3), requester="U0REQUESTER")
+        )
+        [approval] = paused.new_approvals
+        decision = await dead.decide(approval.id, actor="U0APPROVER1", approve=True)
+        assert decision.resume_claimed
+        await repo.execute_sql(
+            "UPDATE runs SET lease_expires_at = :past WHERE id = :id",
+            {"past": utcnow() - timedelta(minutes=1), "id": approval.run_id},
+        )
+    finally:
+        await repo.close()
+
+    async with served_bot(database_url, tmp_path, capture_output=True) as served:
+        # Its sweeper takes the run over at start-up and runs the approved call.
+        await until(lambda: "started web" in lines(log), "the sweeper never ran the tool")
+        code = await stop(served)
+    assert code == 0, served.output.decode()[-3000:]
+    assert lines(log) == ["started web", "finished web"]
+    repo = await Repository.open(database_url, upgrade=False)
+    try:
+        recorded = await repo.get_approval(approval.id)
+        assert recorded is not None
+        assert (recorded.status, recorded.result) == ("executed", "restarted web slowly")
+        run = await repo.get_run(approval.run_id)
+        assert run is not None and run.status == "completed"
+    finally:
+        await repo.close()
