@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
+from bot.clock import utcnow
 from bot.config import Config, ConfigError, load_config
 from bot.llm_setup import prepare_llm
 from bot.runner import DecisionRefused, Request, Runner, RunOutcome
@@ -84,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("run_id", metavar="ID")
     cancel.add_argument("--as", dest="actor", required=True, metavar="USER")
     cancel.add_argument("--reason", default="cancelled from the command line")
+    run_commands.add_parser(
+        "recover",
+        help="what the sweeper does, once: expire overdue approvals, take over runs whose "
+        "worker stopped, and carry them on",
+    )
 
     ask = commands.add_parser("ask", help="run a request from the terminal (no Slack)")
     ask.add_argument("text")
@@ -304,13 +310,45 @@ async def _runs_cancel(repo: Repository, config: Config, args: argparse.Namespac
     return EXIT_OK
 
 
+async def _runs_recover(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    """One sweep, as every replica's sweeper makes: for when no bot is running."""
+    from handlers.decisions import after_expiry, refresh_settled_cards
+
+    runner = Runner(repo, config)
+    slack = _slack_services(repo, runner, config)
+    expiries = await runner.expire_due()
+    for expiry in expiries:
+        approval = expiry.approval
+        then = "its run waits for its other approvals"
+        if expiry.resume_claimed:
+            then = f"run {approval.run_id} carries on"
+        elif expiry.run_cancelled:
+            then = f"run {approval.run_id} is cancelled (on_expiry = cancel)"
+        print(f"expired {approval.id} ({approval.tool_name}): {then}")
+        if slack:
+            await after_expiry(slack, expiry)
+        elif expiry.resume_claimed:
+            _print_outcome(await runner.resume(approval.run_id))
+    recovered = await runner.recover_stale_runs()
+    for outcome in recovered:
+        print(f"took over run {outcome.run_id}: its worker stopped renewing its lease")
+        _print_outcome(outcome)
+        if slack:
+            await slack.publisher.outcome(outcome)
+            await refresh_settled_cards(slack, outcome.run_id)
+    if not expiries and not recovered:
+        print("Nothing to recover: no approval is overdue and every run's worker is alive.")
+    return EXIT_OK
+
+
 async def _ask(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     runner = Runner(repo, config)
     outcome = await runner.start(
         Request(text=args.text, requester=args.actor, conversation_key=args.conversation)
     )
     _print_outcome(outcome)
-    return EXIT_OK if outcome.status != "failed" else EXIT_REFUSED
+    # Busy: the conversation's run is still going or waiting; nothing was started.
+    return EXIT_REFUSED if outcome.status in ("failed", "busy") else EXIT_OK
 
 
 _COMMANDS: dict[tuple[str, str], Callable[[Repository, Config, argparse.Namespace], Awaitable[int]]]
@@ -321,6 +359,7 @@ _COMMANDS = {
     ("approvals", "expire"): _approvals_expire,
     ("runs", "show"): _runs_show,
     ("runs", "cancel"): _runs_cancel,
+    ("runs", "recover"): _runs_recover,
     ("ask", ""): _ask,
 }
 
@@ -338,7 +377,27 @@ def _print_outcome(outcome: RunOutcome) -> None:
     if outcome.error:
         print(outcome.error)
     if outcome.status == "busy" and outcome.run is not None:
-        print(f"  the conversation's run is {outcome.run.status}; decide its approvals first")
+        print(f"  {busy_advice(outcome.run)}")
+
+
+def busy_advice(run: Run) -> str:
+    """What to do about the run that holds a conversation, by what it is doing."""
+    if run.status == "paused":
+        return (
+            f"the conversation's run {run.id} waits for approvals: decide them (approvals "
+            f"list) or stop it (runs cancel {run.id} --as USER)"
+        )
+    lease = run.lease_expires_at
+    if lease is not None and lease > utcnow():
+        return (
+            f"the conversation's run {run.id} is {run.status} on worker {run.lease_owner} "
+            f"(its lease runs until {lease:%Y-%m-%d %H:%M:%S} UTC); if that worker has "
+            "stopped, `approval-bot runs recover` takes the run over once the lease has run out"
+        )
+    return (
+        f"the conversation's run {run.id} is {run.status} but its worker stopped renewing "
+        "its lease: `approval-bot runs recover` takes it over and carries it on"
+    )
 
 
 def approval_json(approval: Approval) -> dict[str, Any]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,12 @@ from sqlalchemy.engine import make_url
 from ulid import ULID
 
 from bot.cli import main
-from tests.conftest import POSTGRES_URL
+from bot.clock import utcnow
+from bot.ids import new_run_id
+from storage.repository import Repository
+from tests.conftest import POSTGRES_URL, make_config
 from tests.serve_process import ROOT, free_port
+from tests.slack_harness import CHANNEL, has_buttons, running_bot
 
 CONFIG = """
 model = "scripted"
@@ -119,6 +125,7 @@ COMMANDS = [
     ["approvals", "expire"],
     ["runs", "show", "run_x"],
     ["runs", "cancel", "run_x", "--as", "U0OPS"],
+    ["runs", "recover"],
     ["ask", "hello", "--as", "U0REQUESTER"],
     ["serve", "--host", "127.0.0.1", "--port", str(free_port())],
 ]
@@ -255,3 +262,157 @@ def test_serve_on_an_invalid_port_is_one_line_and_exit_2(
         main(["--config", str(config_file), "serve", "--port", port])
     assert exited.value.code == 2
     assert_one_line(capsys.readouterr().err, f"argument --port: '{port}' is not a TCP port")
+
+
+# -- runs recover: what the sweeper does, once, for when no bot is running --------------------
+
+
+async def _make_dead_run(database_url: str, conversation: str) -> str:
+    """A run whose worker died mid-turn: ``running``, its lease run out a minute ago."""
+    repo = await Repository.open(database_url)
+    try:
+        past = utcnow() - timedelta(minutes=10)
+        run = await repo.open_run(
+            run_id=new_run_id(),
+            conversation_key=conversation,
+            requester="U0REQUESTER",
+            model_id="scripted",
+            opening_messages=[{"role": "system", "parts": [{"type": "text", "text": "Hi"}]}],
+            new_messages=[
+                {"role": "user", "parts": [{"type": "text", "text": "status of web, please"}]}
+            ],
+            worker="worker-that-died",
+            lease_until=past + timedelta(minutes=9),
+            now=past,
+        )
+        return run.id
+    finally:
+        await repo.close()
+
+
+async def _overdue(database_url: str) -> None:
+    repo = await Repository.open(database_url)
+    try:
+        await repo.execute_sql(
+            "UPDATE approvals SET expires_at = :past WHERE status = 'pending'",
+            {"past": utcnow() - timedelta(minutes=1)},
+        )
+    finally:
+        await repo.close()
+
+
+def test_a_dead_run_is_recovered_from_the_cli(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = ["--config", str(config_file)]
+    database_url = os.environ["DATABASE_URL"]
+    run_id = asyncio.run(_make_dead_run(database_url, "conversation-1"))
+
+    # The conversation is held by the dead run: the advice names the way out.
+    code, out, _ = run_cli(
+        capsys, *cfg, "ask", "again", "--as", "U0REQUESTER", "--conversation", "conversation-1"
+    )
+    assert code == 1 and f"run {run_id}: busy" in out
+    assert "approvals first" not in out
+    assert "worker stopped renewing its lease" in out and "approval-bot runs recover" in out
+
+    code, out, _ = run_cli(capsys, *cfg, "runs", "recover")
+    assert code == 0
+    assert f"took over run {run_id}" in out
+    assert f"run {run_id}: completed" in out and "You said: status of web, please" in out
+    shown = json.loads(run_cli(capsys, *cfg, "runs", "show", run_id, "--json")[1])
+    assert shown["status"] == "completed"
+    assert "run_taken_over" in [e["event"] for e in shown["audit"]]
+
+    # Nothing left to do: it says so, and the conversation takes new requests again.
+    code, out, _ = run_cli(capsys, *cfg, "runs", "recover")
+    assert code == 0 and "Nothing to recover" in out
+    code, out, _ = run_cli(
+        capsys, *cfg, "ask", "again", "--as", "U0REQUESTER", "--conversation", "conversation-1"
+    )
+    assert f"run {run_id}: completed" in out and "You said: again" in out
+
+
+def test_recover_expires_overdue_approvals_and_carries_their_runs_on(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = ["--config", str(config_file)]
+    call = {"name": "restart_service", "arguments": {"service": "web"}}
+    run_cli(capsys, *cfg, "ask", json.dumps({"tool_calls": [call]}), "--as", "U0REQUESTER")
+    [listed] = json.loads(run_cli(capsys, *cfg, "approvals", "list", "--json")[1])
+    asyncio.run(_overdue(os.environ["DATABASE_URL"]))
+
+    code, out, _ = run_cli(capsys, *cfg, "runs", "recover")
+    assert code == 0
+    assert f"expired {listed['id']} (restart_service): run {listed['run_id']} carries on" in out
+    assert f"run {listed['run_id']}: completed" in out
+    assert "restart_service=Expired at" in out  # the model was told, and nothing ran
+    shown = json.loads(run_cli(capsys, *cfg, "runs", "show", listed["run_id"], "--json")[1])
+    assert [a["status"] for a in shown["approvals"]] == ["expired"]
+
+
+def test_a_busy_paused_conversation_says_to_decide_or_cancel(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = ["--config", str(config_file)]
+    call = {"name": "restart_service", "arguments": {"service": "web"}}
+    ask = ["ask", json.dumps({"tool_calls": [call]}), "--as", "U0REQUESTER"]
+    run_cli(capsys, *cfg, *ask, "--conversation", "conversation-2")
+    code, out, _ = run_cli(capsys, *cfg, *ask, "--conversation", "conversation-2")
+    assert code == 1 and ": busy" in out
+    assert "waits for approvals: decide them (approvals list) or stop it (runs cancel" in out
+
+
+async def test_recover_with_slack_edits_cards_and_answers_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With SLACK_BOT_TOKEN set, ``runs recover`` acts in Slack as the bot's sweeper would."""
+    database_url = f"sqlite:///{tmp_path / 'shared.db'}"
+    config_file = tmp_path / "bot.toml"
+    config_file.write_text(CONFIG)
+    repo = await Repository.open(database_url)
+    # No bot is running any more; Slack (our server) is still there.
+    async with running_bot(make_config(), repo) as slack:
+        call = {"name": "restart_service", "arguments": {"service": "web"}}
+        paused = await slack.mention("U0REQUESTER", json.dumps({"tool_calls": [call]}))
+        [card] = slack.cards()
+        asked = slack.server.post_user_message("U0REQUESTER", CHANNEL, "<@U0BOT> status?")
+        dead = await repo.open_run(
+            run_id=new_run_id(),
+            conversation_key="dead-thread",
+            requester="U0REQUESTER",
+            model_id="scripted",
+            new_messages=[{"role": "user", "parts": [{"type": "text", "text": "status?"}]}],
+            worker="worker-that-died",
+            lease_until=utcnow() - timedelta(minutes=1),
+            now=utcnow() - timedelta(minutes=6),
+            channel=CHANNEL,
+            thread_ts=asked.ts,
+        )
+        await _overdue(database_url)
+        monkeypatch.setenv("DATABASE_URL", database_url)
+        monkeypatch.setenv("SLACK_BOT_TOKEN", slack.server.bot_token)
+        monkeypatch.setenv("SLACK_API_URL", slack.server.api_url)
+        code = await asyncio.to_thread(main, ["--config", str(config_file), "runs", "recover"])
+        assert code == 0
+
+        card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
+        assert card is not None and not has_buttons(card)
+        assert "expired" in json.dumps(card.blocks).lower()
+        assert any("restart_service=Expired at" in m.text for m in slack.thread_of(paused))
+        answers = [
+            m.text for m in slack.server.thread(CHANNEL, asked.ts) if m.user != "U0REQUESTER"
+        ]
+        assert answers == ["You said: status?"]
+    await repo.close()
+    assert (await _status(database_url, dead.id)) == "completed"
+
+
+async def _status(database_url: str, run_id: str) -> str:
+    repo = await Repository.open(database_url)
+    try:
+        run = await repo.get_run(run_id)
+        assert run is not None
+        return run.status
+    finally:
+        await repo.close()
