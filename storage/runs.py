@@ -184,12 +184,15 @@ class RunStore:
     async def release_leases(self, worker: str, *, now: datetime) -> list[str]:
         """End every lease ``worker`` holds (a graceful shutdown); the runs it released.
 
-        Call it only once the worker has stopped driving runs: a drive still going would
-        renew the lease it lost (or find it taken over).
+        ``worker`` is the runner's worker id: its resume claims carry it as is, its drives as
+        ``worker/token``. Call it only once the worker has stopped driving runs: a drive still
+        going would renew the lease it lost (or find it taken over).
         """
+        prefix = f"{worker}/"
+        params = {"worker": worker, "prefix": prefix, "prefix_length": len(prefix), "now": now}
 
         def body(tx: Tx) -> list[str]:
-            released = [row[0] for row in tx.all(RELEASE_LEASES, {"worker": worker, "now": now})]
+            released = [row[0] for row in tx.all(RELEASE_LEASES, params)]
             for run_id in released:
                 audit(tx, now, "lease_released", run_id=run_id, worker=worker)
             return released

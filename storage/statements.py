@@ -31,9 +31,12 @@ RENEW_LEASE = (
 )
 # Shutdown: the leases this worker still holds run out now, so another replica takes their runs
 # over at its next sweep instead of a whole run_lease later. The owner stays, for the record.
+# A worker owns its claims (``worker``) and its drives' leases (``worker/token``); a prefix
+# test, not LIKE, whose ``_`` and ``%`` could match another worker's id.
 RELEASE_LEASES = (
     "UPDATE runs SET lease_expires_at = :now "
-    f"WHERE lease_owner = :worker AND status IN ({_ACTIVE}) AND lease_expires_at > :now "
+    "WHERE (lease_owner = :worker OR substr(lease_owner, 1, :prefix_length) = :prefix) "
+    f"AND status IN ({_ACTIVE}) AND lease_expires_at > :now "
     "RETURNING id"
 )
 PAUSE_RUN = (

@@ -106,17 +106,21 @@ async def test_release_leases_ends_only_this_workers_live_leases(repo: Repositor
         return opened.id
 
     mine = await run("mine", "worker-a", now + timedelta(minutes=5))
+    # A drive's lease: the worker id and a token of the drive.
+    my_drive = await run("my-drive", "worker-a/01J8ZQ", now + timedelta(minutes=5))
     already_stale = await run("stale", "worker-a", now - timedelta(minutes=1))
     theirs = await run("theirs", "worker-b", now + timedelta(minutes=5))
+    look_alike = await run("look-alike", "worker-ab/01J8ZQ", now + timedelta(minutes=5))
 
-    assert await repo.release_leases("worker-a", now=now) == [mine]
+    assert sorted(await repo.release_leases("worker-a", now=now)) == sorted([mine, my_drive])
     released = await repo.get_run(mine)
     assert released is not None and released.lease_expires_at == now
     assert released.lease_owner == "worker-a" and released.status == "running"
     # Any replica takes it over at its next sweep, as it does a stale lease, and only then.
     later = now + timedelta(milliseconds=1)
-    assert sorted(await repo.stale_runs(later)) == sorted([mine, already_stale])
-    other = await repo.get_run(theirs)
-    assert other is not None and other.lease_expires_at == now + timedelta(minutes=5)
+    assert sorted(await repo.stale_runs(later)) == sorted([mine, my_drive, already_stale])
+    for other_id in (theirs, look_alike):
+        other = await repo.get_run(other_id)
+        assert other is not None and other.lease_expires_at == now + timedelta(minutes=5)
     assert "lease_released" in [e.event for e in await repo.audit_trail(run_id=mine)]
     assert await repo.release_leases("worker-a", now=now) == []
