@@ -312,7 +312,7 @@ async def _runs_cancel(repo: Repository, config: Config, args: argparse.Namespac
 
 async def _runs_recover(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     """One sweep, as every replica's sweeper makes: for when no bot is running."""
-    from handlers.decisions import after_expiry, refresh_settled_cards
+    from handlers.decisions import after_expiry, refresh_settled_cards, resume_and_publish
 
     runner = Runner(repo, config)
     slack = _slack_services(repo, runner, config)
@@ -329,14 +329,24 @@ async def _runs_recover(repo: Repository, config: Config, args: argparse.Namespa
             await after_expiry(slack, expiry)
         elif expiry.resume_claimed:
             _print_outcome(await runner.resume(approval.run_id))
-    recovered = await runner.recover_stale_runs()
-    for outcome in recovered:
-        print(f"took over run {outcome.run_id}: its worker stopped renewing its lease")
+    taken = await runner.take_over_stale_runs()
+    for run in taken:
+        print(f"took over run {run.id}: its worker stopped renewing its lease")
+        outcome = await runner.carry_on(run)
         _print_outcome(outcome)
         if slack:
             await slack.publisher.outcome(outcome)
-            await refresh_settled_cards(slack, outcome.run_id)
-    if not expiries and not recovered:
+            await refresh_settled_cards(slack, run.id)
+    stranded = await runner.claim_stranded_runs()
+    for run_id in stranded:
+        print(f"resumed run {run_id}: it was paused with nothing left to decide")
+        outcome = await (resume_and_publish(slack, run_id) if slack else runner.resume(run_id))
+        if outcome is not None:
+            _print_outcome(outcome)
+    cards = await slack.publisher.post_missing_cards() if slack else 0
+    if cards:
+        print(f"posted {cards} approval card(s) that no worker had posted")
+    if not (expiries or taken or stranded or cards):
         print("Nothing to recover: no approval is overdue and every run's worker is alive.")
     return EXIT_OK
 

@@ -416,3 +416,31 @@ async def _status(database_url: str, run_id: str) -> str:
         return run.status
     finally:
         await repo.close()
+
+
+def test_recover_resumes_a_paused_run_with_nothing_left_to_decide(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = ["--config", str(config_file)]
+    call = {"name": "restart_service", "arguments": {"service": "web"}}
+    run_cli(capsys, *cfg, "ask", json.dumps({"tool_calls": [call]}), "--as", "U0REQUESTER")
+    [listed] = json.loads(run_cli(capsys, *cfg, "approvals", "list", "--json")[1])
+    # Decided, but nobody claimed the resume (a decider that died in between).
+    asyncio.run(_deny_without_resuming(os.environ["DATABASE_URL"], listed["id"]))
+
+    code, out, _ = run_cli(capsys, *cfg, "runs", "recover")
+    assert code == 0
+    assert f"resumed run {listed['run_id']}: it was paused with nothing left to decide" in out
+    assert f"run {listed['run_id']}: completed" in out and "Denied by @U0APPROVER1" in out
+
+
+async def _deny_without_resuming(database_url: str, approval_id: str) -> None:
+    repo = await Repository.open(database_url)
+    try:
+        await repo.execute_sql(
+            "UPDATE approvals SET status = 'denied', decided_by = 'U0APPROVER1', "
+            "decided_at = :now WHERE id = :id",
+            {"now": utcnow(), "id": approval_id},
+        )
+    finally:
+        await repo.close()
