@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 
+import aiohttp
 import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
@@ -23,10 +26,10 @@ from ulid import ULID
 from bot.clock import utcnow
 from bot.config import Config, load_config
 from bot.runner import Request, Runner
-from playground.slack_server import Message
+from playground.slack_server import Message, SlackServer
 from storage.repository import Repository
 from tests.conftest import POSTGRES_URL
-from tests.serve_process import CONFIG, ServedBot, served_bot
+from tests.serve_process import CONFIG, ROOT, SECRET, ServedBot, served_bot
 
 
 @pytest.fixture
@@ -69,25 +72,42 @@ def served_config(tmp_path: Path) -> Config:
     return load_config(path, environ={})
 
 
+def card_in(slack: SlackServer) -> Message | None:
+    return next(
+        (m for m in slack.messages if "approval_summary" in json.dumps(m.blocks)),
+        None,
+    )
+
+
+def approval_of(card: Message) -> str:
+    return next(e["value"] for _, e in card.buttons() if e["action_id"] == "approval_approve")
+
+
 async def approve_slow_restart(served: ServedBot, log: Path, seconds: float) -> str:
     """Ask for a slow restart, approve its card, and wait until the tool has started."""
     prompt = slow_restart_prompt(log, seconds)
     await served.slack.mention("U0REQUESTER", "C0OPS", f"<@U0BOT> {prompt}")
 
-    def card() -> Message | None:
-        return next(
-            (m for m in served.slack.messages if "approval_summary" in json.dumps(m.blocks)),
-            None,
-        )
-
-    await until(lambda: card() is not None, "no approval card was posted")
-    message = card()
+    await until(lambda: card_in(served.slack) is not None, "no approval card was posted")
+    message = card_in(served.slack)
     assert message is not None
-    approval_id = next(e["value"] for _, e in message.buttons() if e["action_id"].endswith("ve"))
+    approval_id = approval_of(message)
     reply = await served.slack.click("U0APPROVER1", message, "approval_approve")
     assert reply.status == 200
     await until(lambda: "started web" in lines(log), "the approved tool never started")
     return approval_id
+
+
+async def until_refused(url: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(200):
+            try:
+                async with session.get(f"{url}/healthz"):
+                    pass
+            except aiohttp.ClientConnectionError:
+                return
+            await asyncio.sleep(0.02)
+    raise AssertionError("the bot still accepts requests after SIGTERM")
 
 
 async def stop(served: ServedBot) -> int:
@@ -100,8 +120,12 @@ async def test_sigterm_lets_a_running_tool_finish_and_records_it(
 ) -> None:
     log = tmp_path / "tool.log"
     async with served_bot(database_url, tmp_path, capture_output=True) as served:
-        approval_id = await approve_slow_restart(served, log, seconds=3)
-        code = await stop(served)
+        approval_id = await approve_slow_restart(served, log, seconds=4)
+        served.process.send_signal(signal.SIGTERM)
+        # No new requests: the port is closed while the tool still runs.
+        await until_refused(served.url)
+        assert "finished web" not in lines(log)
+        code = await asyncio.wait_for(served.process.wait(), 60)
         answers = [m.text for m in served.slack.messages if "restarted web slowly" in m.text]
     assert code == 0, served.output.decode()[-3000:]
     assert lines(log) == ["started web", "finished web"]
@@ -185,5 +209,60 @@ async def test_sigterm_while_the_sweeper_carries_on_a_taken_over_run_records_the
         assert (recorded.status, recorded.result) == ("executed", "restarted web slowly")
         run = await repo.get_run(approval.run_id)
         assert run is not None and run.status == "completed"
+    finally:
+        await repo.close()
+
+
+async def test_sigterm_in_socket_mode_closes_the_connection_and_records_the_tool(
+    tmp_path: Path,
+) -> None:
+    database_url = f"sqlite:///{tmp_path / 'bot.db'}"
+    config = tmp_path / "served-bot.toml"
+    config.write_text(CONFIG)
+    log = tmp_path / "tool.log"
+    async with SlackServer(signing_secret=SECRET) as slack:
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_APP_TOKEN": slack.app_token,
+            "SLACK_API_URL": slack.api_url,
+            "DATABASE_URL": database_url,
+            "LLM_USER_PATH": str(tmp_path / "llm"),
+            "LLM_LOAD_PLUGINS": "llm-echo",
+            "PYTHONPATH": str(ROOT),
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-m", "bot.cli", "--config", str(config), "serve", "--socket-mode"),
+            env=env,
+            cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            await slack.wait_socket_connected(timeout=30)
+            prompt = slow_restart_prompt(log, seconds=4)
+            await slack.socket_mention("U0REQUESTER", "C0OPS", f"<@U0BOT> {prompt}")
+            await until(lambda: card_in(slack) is not None, "no approval card was posted")
+            card = card_in(slack)
+            assert card is not None
+            approval_id = approval_of(card)
+            await slack.socket_click("U0APPROVER1", card, "approval_approve")
+            await until(lambda: "started web" in lines(log), "the approved tool never started")
+            process.send_signal(signal.SIGTERM)
+            # No new events: the connection to Slack is closed while the tool still runs.
+            await until(lambda: not slack._sockets, "the Socket Mode connection stayed open")
+            code = await asyncio.wait_for(process.wait(), 60)
+        finally:
+            if process.returncode is None:
+                process.kill()
+            output, _ = await process.communicate()
+    assert code == 0, output.decode()[-3000:]
+    assert lines(log) == ["started web", "finished web"]
+    repo = await Repository.open(database_url, upgrade=False)
+    try:
+        approval = await repo.get_approval(approval_id)
+        assert approval is not None
+        assert (approval.status, approval.result) == ("executed", "restarted web slowly")
     finally:
         await repo.close()
