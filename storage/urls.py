@@ -99,9 +99,9 @@ def reporting_unavailable(url: str) -> Iterator[None]:
 def describe_open_failure(url: str, exc: BaseException) -> str:
     """The driver's reason, in one line, with the likely fix where we know it."""
     original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-    reason = (str(original).strip().splitlines() or [type(original).__name__])[0]
-    if isinstance(original, TimeoutError) and not reason:
-        reason = "timed out"
+    lines = str(original).strip().splitlines()
+    reason = lines[0] if lines else "timed out" if isinstance(original, TimeoutError) else ""
+    reason = reason or type(original).__name__
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):

@@ -124,3 +124,11 @@ async def test_release_leases_ends_only_this_workers_live_leases(repo: Repositor
         assert other is not None and other.lease_expires_at == now + timedelta(minutes=5)
     assert "lease_released" in [e.event for e in await repo.audit_trail(run_id=mine)]
     assert await repo.release_leases("worker-a", now=now) == []
+
+
+def test_a_failure_to_open_is_one_line_with_its_reason() -> None:
+    from storage.urls import describe_open_failure
+
+    url = "postgresql://bot:secret@db.internal/approvals"
+    assert describe_open_failure(url, TimeoutError()) == "timed out"  # asyncpg says nothing
+    assert describe_open_failure(url, OSError("first line\nsecond line")) == "first line"
