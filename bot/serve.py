@@ -66,34 +66,36 @@ class Bot:
     stop_sweeping: asyncio.Event = field(default_factory=asyncio.Event)
     report: ShutdownReport | None = None
 
-    async def shut_down(self, grace: float) -> ShutdownReport:
+    async def shut_down(self, grace: float, hurry: asyncio.Event | None = None) -> ShutdownReport:
         """Stop sweeping, finish work in flight within ``grace`` seconds, release leases.
 
-        Call it once no new requests or events can arrive. Idempotent.
+        Call it once no new requests or events can arrive. ``hurry`` (a second signal) ends
+        the grace early. Idempotent.
         """
         if self.report is not None:
             return self.report
         report = self.report = ShutdownReport()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace
         background = self.services.background
         self.stop_sweeping.set()
         if len(background):
             log.info("shutting down: waiting up to %.0fs for %d tasks", grace, len(background))
-        if self.sweeper is not None:
-            # A sweep under way finishes (the resumes it spawns are then waited for too).
-            await asyncio.wait({self.sweeper}, timeout=max(deadline - loop.time(), 0))
-        finished = await background.drain(deadline - loop.time())
+        waiting = asyncio.ensure_future(self._work_done(grace))
+        hurried = asyncio.ensure_future((hurry or asyncio.Event()).wait())
+        await asyncio.wait({waiting, hurried}, return_when=asyncio.FIRST_COMPLETED)
+        for future in (waiting, hurried):
+            future.cancel()  # stops the waiting only: the work itself is cancelled below
+        await asyncio.gather(waiting, hurried, return_exceptions=True)
         if self.sweeper is not None and not self.sweeper.done():
             self.sweeper.cancel()
             report.cancelled.append("sweeper")
             await asyncio.gather(self.sweeper, return_exceptions=True)
-        if not finished:
+        if len(background):
             report.cancelled += await background.cancel_all()
+        if report.cancelled:
             log.warning(
-                "shutdown_grace (%.0fs) ran out: cancelled %s; their runs are taken over "
-                "from their stored history (a tool still running is reported outcome unknown)",
-                grace,
+                "stopped waiting after %s: cancelled %s; their runs are taken over from "
+                "their stored history (a tool still running is reported outcome unknown)",
+                "a second signal" if hurried.done() and not hurried.cancelled() else "the grace",
                 ", ".join(report.cancelled),
             )
         # Only now: a drive still going would renew the lease it is about to lose.
@@ -108,6 +110,15 @@ class Bot:
         if report.released:
             log.info("released the leases of runs %s", ", ".join(report.released))
         return report
+
+    async def _work_done(self, grace: float) -> None:
+        """Until the sweep under way and every background task are done, or the grace is up."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        if self.sweeper is not None:
+            # The sweep under way finishes; the runs it spawned are then waited for too.
+            await asyncio.wait({self.sweeper}, timeout=max(deadline - loop.time(), 0))
+        await self.services.background.drain(deadline - loop.time())
 
 
 @contextlib.asynccontextmanager
@@ -194,11 +205,18 @@ def bound_socket(host: str, port: int) -> socket.socket:
 async def _serve(
     config: Config, settings: SlackSettings, *, sock: socket.socket | None
 ) -> ShutdownReport:
-    stop = asyncio.Event()
+    stop, hurry = asyncio.Event(), asyncio.Event()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            log.warning("second signal: not waiting for work in flight any longer")
+            hurry.set()
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
     grace = config.shutdown_grace.total_seconds()
     async with started_bot(config, settings) as bot:
         if sock is None:
@@ -222,7 +240,7 @@ async def _serve(
             log.info("stopping: no new requests; finishing work in flight")
             # Closes the port at once; requests already being handled get their answers.
             await runner.cleanup()
-        return await bot.shut_down(deadline - loop.time())
+        return await bot.shut_down(deadline - loop.time(), hurry)
 
 
 def _exit_now(code: int) -> None:

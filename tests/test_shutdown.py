@@ -142,15 +142,20 @@ async def test_sigterm_lets_a_running_tool_finish_and_records_it(
     assert answers, "the thread never got the answer"
 
 
+@pytest.mark.parametrize("ending", ["the grace runs out", "a second signal"])
 async def test_a_tool_that_outlives_the_grace_is_unknown_and_its_run_taken_over_at_once(
-    database_url: str, tmp_path: Path
+    ending: str, database_url: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "tool.log"
-    settings = 'shutdown_grace = "1s"\n'
+    grace = "1s" if ending == "the grace runs out" else "10m"
+    settings = f'shutdown_grace = "{grace}"\n'
     async with served_bot(
         database_url, tmp_path, capture_output=True, extra_config=settings
     ) as served:
         approval_id = await approve_slow_restart(served, log, seconds=120)
+        if ending == "a second signal":
+            served.process.send_signal(signal.SIGTERM)
+            await until_refused(served.url)  # the first one is being handled
         code = await stop(served)
     assert code == 0, served.output.decode()[-3000:]
     # The process is gone, so the call can no longer finish: it truly did not.
