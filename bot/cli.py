@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_commands.add_parser(
         "recover",
         help="what the sweeper does, once: expire overdue approvals, take over runs whose "
-        "worker stopped, and carry them on",
+        "worker stopped, resume paused runs with nothing left to decide",
     )
 
     ask = commands.add_parser("ask", help="run a request from the terminal (no Slack)")
