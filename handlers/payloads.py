@@ -36,6 +36,15 @@ APP_MENTION = {
     "thread_ts": OPT_STR,
     "team": OPT_STR,
 }
+OTHER_EVENT = {
+    "user": OPT_STR,
+    "channel": OPT_STR,
+    "bot_id": OPT_STR,
+    "subtype": OPT_STR,
+    "thread_ts": OPT_STR,
+    "message": OPT_OBJ,
+    "previous_message": OPT_OBJ,
+}
 SUBTEAM_MEMBERS_CHANGED = {"type": STR, "subteam_id": STR}
 SUBTEAM_UPDATED = {"type": STR, "subteam": OBJ}
 INTERACTIVE = {
@@ -50,7 +59,14 @@ INTERACTIVE = {
 BLOCK_ACTIONS = {**INTERACTIVE, "response_url": STR}
 ACTION = {"action_id": STR, "block_id": OPT_STR, "value": OPT_STR, "type": OPT_STR}
 VIEW_SUBMISSION = {**INTERACTIVE, "view": OBJ}
-VIEW = {"callback_id": STR, "private_metadata": OPT_STR, "state": OPT_OBJ, "id": OPT_STR}
+# Bolt reads view.type to tell workflow steps from modals.
+VIEW = {
+    "type": STR,
+    "callback_id": STR,
+    "private_metadata": OPT_STR,
+    "state": OPT_OBJ,
+    "id": OPT_STR,
+}
 SLASH_COMMAND = {
     "command": STR,
     "text": STR,
@@ -104,7 +120,8 @@ def _event_problem(body: dict[str, Any]) -> str | None:
         return _fields(event, SUBTEAM_UPDATED, "event") or _fields(
             event["subteam"], REFERENCE, "event.subteam"
         )
-    return _fields(event, {"user": OPT_STR, "channel": OPT_STR, "bot_id": OPT_STR}, "event")
+    # Any other event (plain messages): bolt's matchers call .get() on these nested objects.
+    return _fields(event, OTHER_EVENT, "event")
 
 
 def _interactive_problem(body: dict[str, Any], spec: dict[str, str]) -> str | None:
