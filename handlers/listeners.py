@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 10
 COUNT_AHEAD = 990
+# Pages past this are not from our buttons (a list that long is paged by nobody): such a
+# value, like any other tampered one, gets the first page, and never reaches the database,
+# whose integers a crafted page number (10**30) would overflow.
+MAX_PAGE = 1000
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -358,8 +362,9 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
             or (body.get("container") or {}).get("channel_id", ""),
         }
         view = wanted.get("view") if wanted.get("view") in VIEWS.values() else "approve"
-        page = wanted.get("page") if isinstance(wanted.get("page"), int) else 0
-        page = max(page, 0)
+        page = wanted.get("page")
+        if not isinstance(page, int) or isinstance(page, bool) or not 0 <= page <= MAX_PAGE:
+            page = 0
         try:
             with time_limit(services.ack_time_limit):
                 text, page_blocks = await approvals_page(services, command, view, page)

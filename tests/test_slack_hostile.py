@@ -1,0 +1,49 @@
+"""What a hostile Slack user can put in the values Slack sends back to us.
+
+Button values, modal metadata and slash command text come back from Slack as we sent them,
+unless someone crafts them: each bad one gets a clear answer, changes nothing and never a 5xx.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import pytest
+
+from handlers import blocks
+from storage.repository import Repository
+from tests.conftest import make_config
+from tests.slack_harness import CHANNEL, Harness, running_bot
+from tests.test_slack_malformed import snapshot
+
+
+@pytest.fixture
+async def slack(repo: Repository) -> AsyncIterator[Harness]:
+    async with running_bot(make_config(), repo) as harness:
+        prompt = json.dumps(
+            {"tool_calls": [{"name": "restart_service", "arguments": {"service": "db"}}]}
+        )
+        await harness.mention("U0REQUESTER", prompt)
+        yield harness
+
+
+@pytest.mark.parametrize("page", [10**30, 2**63, 2**62, -(2**63), 10**6])
+async def test_a_tampered_page_number_gets_the_first_page(
+    slack: Harness, page: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A page number past any real list (here: past the database's integers) is a bad value."""
+    before = await snapshot(slack.repo)
+    answers_before = len(slack.server.responses)
+    value = json.dumps({"view": "approve", "page": page})
+    with caplog.at_level(logging.WARNING):
+        reply = await slack.server.click_raw(
+            "U0APPROVER1", CHANNEL, blocks.PAGE, value, is_ephemeral=True
+        )
+        await slack.settle()
+    assert reply.status == 200
+    [answer] = slack.server.responses[answers_before:]
+    assert "restart_service" in json.dumps(answer.body), "the first page, with the approval"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert await snapshot(slack.repo) == before
