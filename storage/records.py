@@ -36,6 +36,14 @@ class DuplicateEvent(StorageError):
         self.event_id = event_id
 
 
+class ValueTooLong(StorageError):
+    """A value longer than its column holds. PostgreSQL refuses it and SQLite would keep it:
+    both refuse it, with this message, before the transaction starts."""
+
+    def __init__(self, what: str, length: int, limit: int) -> None:
+        super().__init__(f"{what} is {length} characters long; at most {limit} can be stored")
+
+
 class LeaseLost(StorageError):
     """This worker no longer holds the run's lease: another worker took the run over."""
 

@@ -57,6 +57,7 @@ from storage.records import (
     PendingFilter,
     RunBusy,
     StorageError,
+    ValueTooLong,
     canonical_json,
     payload_hash,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "Repository",
     "RunBusy",
     "StorageError",
+    "ValueTooLong",
     "canonical_json",
     "payload_hash",
     "time_limit",

@@ -15,6 +15,7 @@ from storage.records import (
     LeaseLost,
     PauseOutcome,
     RunBusy,
+    ValueTooLong,
 )
 from storage.rows import APPROVALS, RUNS
 from storage.statements import (
@@ -54,6 +55,8 @@ WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
 SettleHistory = Callable[
     [list[dict[str, Any]], str, str | None, list[Approval]], list[dict[str, Any]]
 ]
+
+TOOL_CALL_ID_LIMIT: int = Approval.__table__.c.tool_call_id.type.length
 
 
 class RunStore:
@@ -218,6 +221,12 @@ class RunStore:
         ``claimer``, default ``worker``: whoever then calls ``start_resumed_run``).
         """
         history_text = json_text(history)
+        for draft in drafts:
+            # The model makes tool call ids up: a hostile or broken one can be any length.
+            if len(draft.tool_call_id) > TOOL_CALL_ID_LIMIT:
+                raise ValueTooLong(
+                    "The model's tool call id", len(draft.tool_call_id), TOOL_CALL_ID_LIMIT
+                )
 
         def body(tx: Tx) -> PauseOutcome:
             params = {"id": run_id, "worker": worker, "history": history_text, "now": now}

@@ -14,6 +14,7 @@ import pytest
 
 from handlers import blocks
 from storage.repository import Repository
+from tests import ops_tools
 from tests.conftest import make_config
 from tests.slack_harness import CHANNEL, Harness, running_bot
 from tests.test_slack_malformed import snapshot
@@ -47,3 +48,38 @@ async def test_a_tampered_page_number_gets_the_first_page(
     assert "restart_service" in json.dumps(answer.body), "the first page, with the approval"
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert await snapshot(slack.repo) == before
+
+
+@pytest.mark.parametrize("call_id", ["c" * 128, "call\x00<!channel>\ud800", ""])
+async def test_a_tool_call_id_crafted_by_the_model_is_gated_the_same(
+    repo: Repository, call_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ops_tools.EXECUTED.clear()
+    async with running_bot(make_config(), repo) as slack:
+        with caplog.at_level(logging.WARNING):
+            await slack.mention("U0REQUESTER", restart_with_call_id(call_id))
+            [card] = slack.cards()
+            await slack.server.click("U0APPROVER1", card, blocks.APPROVE)
+            await slack.settle()
+        assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_tool_call_id_too_long_to_store_stops_the_run_the_same_on_both_databases(
+    repo: Repository,
+) -> None:
+    """PostgreSQL refused a 300-character id mid-transaction (a raw DBAPIError in the
+    thread) where SQLite kept it: now both refuse it up front, with the same message."""
+    ops_tools.EXECUTED.clear()
+    async with running_bot(make_config(), repo) as slack:
+        reply = await slack.mention("U0REQUESTER", restart_with_call_id("c" * 300))
+        assert slack.cards() == []
+        said = " ".join(m.text for m in slack.thread_of(reply))
+        assert "tool call id is 300 characters long; at most 128 can be stored" in said
+        assert "DBAPIError" not in said
+    assert ops_tools.EXECUTED == []
+
+
+def restart_with_call_id(call_id: str) -> str:
+    call = {"name": "restart_service", "arguments": {"service": "db"}, "id": call_id}
+    return json.dumps({"tool_calls": [call]})
