@@ -42,6 +42,31 @@ def tcp_port(text: str) -> int:
     return int(text)
 
 
+def bounded_text(limit: int) -> Callable[[str], str]:
+    """An argument stored in a column of ``limit`` characters: PostgreSQL refused a longer
+    one with a traceback where SQLite kept it; both are refused here, in one line."""
+
+    def check(text: str) -> str:
+        if not text or len(text) > limit:
+            raise argparse.ArgumentTypeError(f"must be 1 to {limit} characters long")
+        return text
+
+    return check
+
+
+def list_limit(text: str) -> int:
+    """``--limit``: a count the database can take (SQLite overflowed, PostgreSQL refused
+    negatives, each with a traceback)."""
+    if not text.isdigit() or not 0 < int(text) <= MAX_LIST_LIMIT:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 1 to {MAX_LIST_LIMIT}")
+    return int(text)
+
+
+USER_ID = bounded_text(Approval.__table__.c.decided_by.type.length)
+CONVERSATION_KEY = bounded_text(Run.__table__.c.conversation_key.type.length)
+MAX_LIST_LIMIT = 100_000
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="approval-bot",
@@ -64,13 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     listing = approval_commands.add_parser("list", help="pending approvals, newest first")
     listing.add_argument("--json", action="store_true", help="print them as a JSON list")
-    listing.add_argument("--limit", type=int, default=100, help="at most this many (100)")
+    listing.add_argument("--limit", type=list_limit, default=100, help="at most this many (100)")
     decide = approval_commands.add_parser("decide", help="approve or deny one approval")
     decide.add_argument("approval_id", metavar="ID")
     verdict = decide.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", action="store_true", help="let the call run")
     verdict.add_argument("--deny", action="store_true", help="refuse it; the agent is told")
-    decide.add_argument("--as", dest="actor", required=True, metavar="USER", help="Slack user id")
+    decide.add_argument(
+        "--as", dest="actor", type=USER_ID, required=True, metavar="USER", help="Slack user id"
+    )
     decide.add_argument("--reason", default=None, help="why (the agent reads it)")
     approval_commands.add_parser("expire", help="expire overdue approvals now (the bot sweeps too)")
 
@@ -83,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "cancel", help="stop a run that waits for approvals; they are cancelled too"
     )
     cancel.add_argument("run_id", metavar="ID")
-    cancel.add_argument("--as", dest="actor", required=True, metavar="USER")
+    cancel.add_argument("--as", dest="actor", type=USER_ID, required=True, metavar="USER")
     cancel.add_argument("--reason", default="cancelled from the command line")
     run_commands.add_parser(
         "recover",
@@ -93,8 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = commands.add_parser("ask", help="run a request from the terminal (no Slack)")
     ask.add_argument("text")
-    ask.add_argument("--as", dest="actor", required=True, metavar="USER")
-    ask.add_argument("--conversation", default=None, help="continue this conversation key")
+    ask.add_argument("--as", dest="actor", type=USER_ID, required=True, metavar="USER")
+    ask.add_argument(
+        "--conversation", type=CONVERSATION_KEY, default=None, help="continue this conversation key"
+    )
 
     _add_slack_commands(commands)
     return parser

@@ -1,0 +1,59 @@
+"""Command-line values the database cannot hold: one line and exit 2 on both databases,
+where PostgreSQL printed a traceback (and SQLite kept the value, or overflowed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import config_file, run_cli  # noqa: F401 (config_file is a fixture)
+
+LONG_USER = "U" + "X" * 64
+LONG_KEY = "k" * 256
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ask", "hello", "--as", LONG_USER],
+        ["ask", "hello", "--as", ""],
+        ["ask", "hello", "--as", "U0REQUESTER", "--conversation", LONG_KEY],
+        ["approvals", "decide", "apr_x", "--approve", "--as", LONG_USER],
+        ["runs", "cancel", "run_x", "--as", LONG_USER],
+        ["approvals", "list", "--limit", "99999999999999999999"],
+        ["approvals", "list", "--limit", "-5"],
+        ["approvals", "list", "--limit", "0"],
+    ],
+)
+def test_a_value_too_big_for_the_database_is_a_usage_error(
+    config_file: Path,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    cfg = ["--config", str(config_file)]
+    assert run_cli(capsys, *cfg, "db", "upgrade")[0] == 0
+    with pytest.raises(SystemExit) as exited:
+        run_cli(capsys, *cfg, *argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    code, out, _ = run_cli(capsys, *cfg, "approvals", "list", "--json")
+    assert code == 0 and json.loads(out) == [], "nothing was stored"
+
+
+def test_the_longest_values_the_database_holds_are_taken(
+    config_file: Path,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cfg = ["--config", str(config_file)]
+    request = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "web"}}]}
+    )
+    code, out, _ = run_cli(
+        capsys, *cfg, "ask", request, "--as", "U" * 64, "--conversation", "k" * 255
+    )
+    assert code == 0 and ": paused" in out
+    code, out, _ = run_cli(capsys, *cfg, "approvals", "list", "--limit", "100000")
+    assert code == 0 and "restart_service" in out
