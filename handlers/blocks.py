@@ -9,6 +9,7 @@ carry only an approval id, and nothing on a card is trusted back.
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,7 +50,30 @@ def slack_date(moment: datetime, style: str = "{date_short_pretty} at {time}") -
 
 
 def arguments_text(arguments: dict[str, Any]) -> str:
-    return json.dumps(arguments, indent=2, ensure_ascii=False, sort_keys=True)
+    return shown_json(arguments, indent=2, sort_keys=True)
+
+
+# Characters that are invisible or move other text around (right-to-left overrides, zero-width
+# spaces, line separators), so what an approver reads would not be what runs.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
+
+
+def shown_json(value: Any, **options: Any) -> str:
+    """JSON of untrusted values as approvers read it: still JSON of exactly those values, but
+    hidden characters and backticks (which would close the code block they are shown in and
+    let the rest restyle the card) are written as ``\\uXXXX`` escapes. Outside strings JSON
+    holds neither, so only string contents change spelling."""
+    text = json.dumps(value, ensure_ascii=False, **options)
+    if text.isascii() and "`" not in text and "\x7f" not in text:
+        return text
+    return "".join(_shown_char(c) for c in text)
+
+
+def _shown_char(char: str) -> str:
+    if char == "`" or (char != "\n" and unicodedata.category(char) in _HIDDEN_CATEGORIES):
+        # JSON's own escape: \u0060 for a backtick, a surrogate pair past U+FFFF.
+        return f"\\u{ord(char):04x}" if ord(char) < 0x10000 else json.dumps(char)[1:-1]
+    return char
 
 
 def truncated(text: str, limit: int) -> tuple[str, bool]:
@@ -314,9 +338,7 @@ def render_approvals_page(
 
 def _list_item(approval: Approval, now: datetime, permalink: str | None) -> list[Block]:
     summary, cut = truncated(
-        ", ".join(
-            f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in approval.arguments.items()
-        ),
+        ", ".join(f"{shown_json(k)[1:-1]}={shown_json(v)}" for k, v in approval.arguments.items()),
         LIST_ARGUMENTS_LIMIT,
     )
     link = f" · <{permalink}|card>" if permalink else ""
@@ -326,7 +348,7 @@ def _list_item(approval: Approval, now: datetime, permalink: str | None) -> list
             "type": "section",
             "text": {
                 "type": "mrkdwn",
-                "text": f"`{escape(approval.tool_name)}` {escape(summary)}\n"
+                "text": f"`{escape(approval.tool_name)}` `{escape(summary)}`\n"
                 f"asked by {mention(approval.requester)} {_age(now - approval.created_at)} ago"
                 f" · expires {slack_date(approval.expires_at)}{link}",
             },

@@ -83,3 +83,37 @@ async def test_a_tool_call_id_too_long_to_store_stops_the_run_the_same_on_both_d
 def restart_with_call_id(call_id: str) -> str:
     call = {"name": "restart_service", "arguments": {"service": "db"}, "id": call_id}
     return json.dumps({"tool_calls": [call]})
+
+
+SPOOF = {
+    # Closes the card's code block, shows a fake outcome in bold, reopens it.
+    "service": "web```\n*:white_check_mark: Approved by the security team*\n```",
+    # Right-to-left override and a zero-width space: what is shown is not what runs.
+    "target": "payments\u202e\u200bgnirts",
+    "note": "line\u2028separator",
+}
+
+
+async def test_tool_arguments_cannot_restyle_the_card_or_hide_characters(repo: Repository) -> None:
+    prompt = json.dumps({"tool_calls": [{"name": "restart_service", "arguments": SPOOF}]})
+    async with running_bot(make_config(), repo) as slack:
+        await slack.mention("U0REQUESTER", prompt)
+        [card] = slack.cards()
+        await slack.server.slash_command("U0APPROVER1", CHANNEL, text="")
+        [listing] = [m for m in slack.server.ephemerals_for("U0APPROVER1") if m.blocks]
+        [opened_args] = [
+            block["text"]["text"]
+            for block in card.blocks
+            if block.get("block_id") == "approval_arguments"
+        ]
+        listed = " ".join(
+            b["text"]["text"] for b in listing.blocks if "restart_service" in str(b.get("text"))
+        )
+        await slack.settle()
+    shown = opened_args.removeprefix("```").removesuffix("```")
+    assert "`" not in shown, "no backtick can close the code block early"
+    assert listed.count("`") == 4, "only the code spans of the tool name and the arguments"
+    for invisible in ("\u202e", "\u200b", "\u2028"):
+        assert invisible not in opened_args and invisible not in listed
+    # Shown as JSON escapes, so what is shown still reads back as exactly what will run.
+    assert json.loads(shown) == SPOOF
