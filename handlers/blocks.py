@@ -28,12 +28,33 @@ REASON_INPUT = "reason"
 SECTION_LIMIT = 3000
 CARD_ARGUMENTS_LIMIT = 1200
 LIST_ARGUMENTS_LIMIT = 120
+OUTCOME_DETAIL_LIMIT = 2000  # a reason on a decided card, well within its section's 3000
 MESSAGE_TEXT_LIMIT = 3900
 
 
 def escape(text: str) -> str:
     """Slack's three control characters; after this, text shows as typed."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def escaped_within(text: str, limit: int) -> str:
+    """``escape(text)`` cut to at most ``limit`` characters, never inside an entity.
+
+    Escaping can make text 5 times longer (``&`` is ``&amp;``): a reason that fits the deny
+    form (1000 characters) could exceed Slack's 3000 per section, and the card then could not
+    be edited at all (its buttons stayed on a decided call).
+    """
+    escaped = escape(text)
+    if len(escaped) <= limit:
+        return escaped
+    kept, length = [], 0
+    for char in text:
+        piece = escape(char)
+        if length + len(piece) > limit - 1:
+            break
+        kept.append(piece)
+        length += len(piece)
+    return "".join(kept) + "…"
 
 
 def mention(user_or_group: str) -> str:
@@ -210,12 +231,18 @@ def outcome_text(approval: Approval) -> str:
         case "unknown":
             return f":warning: *Approved* by {who} {when} · outcome unknown (not re-run)"
         case "denied":
-            reason = f": {escape(approval.reason)}" if approval.reason else ""
+            reason = (
+                f": {escaped_within(approval.reason, OUTCOME_DETAIL_LIMIT)}"
+                if approval.reason
+                else ""
+            )
             return f":no_entry: *Denied* by {who} {when}{reason}"
         case "expired":
             return f":hourglass: *Expired* {slack_date(approval.expires_at)} with no decision"
         case "cancelled":
-            detail = escape(approval.result or approval.reason or "cancelled")
+            detail = escaped_within(
+                approval.result or approval.reason or "cancelled", OUTCOME_DETAIL_LIMIT
+            )
             return f":heavy_multiplication_x: *Cancelled*: {detail}"
     return f"*{approval.status}*"
 

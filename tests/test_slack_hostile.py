@@ -16,7 +16,7 @@ from handlers import blocks
 from storage.repository import Repository
 from tests import ops_tools
 from tests.conftest import make_config
-from tests.slack_harness import CHANNEL, Harness, running_bot
+from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
 from tests.test_slack_malformed import snapshot
 
 
@@ -117,3 +117,26 @@ async def test_tool_arguments_cannot_restyle_the_card_or_hide_characters(repo: R
         assert invisible not in opened_args and invisible not in listed
     # Shown as JSON escapes, so what is shown still reads back as exactly what will run.
     assert json.loads(shown) == SPOOF
+
+
+async def test_a_deny_reason_of_ampersands_still_settles_the_card(repo: Repository) -> None:
+    """1000 '&' fit the form, but escaped (5 characters each) they broke Slack's 3000-character
+    section limit: the card kept its buttons although the call was denied."""
+    prompt = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "db"}}]}
+    )
+    async with running_bot(make_config(), repo) as slack:
+        await slack.mention("U0REQUESTER", prompt)
+        [card] = slack.cards()
+        await slack.server.click("U0APPROVER1", card, blocks.DENY)
+        await slack.settle()
+        [opened] = slack.server.views.values()
+        reason = {"type": "plain_text_input", "value": "&" * 1000}
+        await slack.server.submit_view(
+            "U0APPROVER1", opened.id, {blocks.REASON_BLOCK: {blocks.REASON_INPUT: reason}}
+        )
+        await slack.settle()
+        [card] = slack.cards()
+        assert not has_buttons(card)
+        assert "Denied" in json.dumps(card.blocks)
+        assert not [c for c in slack.server.calls_to("chat.update") if not c.ok]
