@@ -57,6 +57,20 @@ def escaped_within(text: str, limit: int) -> str:
     return "".join(kept) + "…"
 
 
+def escaped_pieces(text: str, size: int) -> list[str]:
+    """``escape(text)`` in pieces of at most ``size`` characters, none cut inside an entity."""
+    pieces, piece, length = [], [], 0
+    for char in text:
+        escaped = escape(char)
+        if length + len(escaped) > size:
+            pieces.append("".join(piece))
+            piece, length = [], 0
+        piece.append(escaped)
+        length += len(escaped)
+    pieces.append("".join(piece))
+    return pieces
+
+
 def mention(user_or_group: str) -> str:
     if user_or_group.startswith("S"):
         return f"<!subteam^{user_or_group}>"
@@ -157,7 +171,9 @@ def card_text(approval: Approval) -> str:
 
 def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
     """The card of a pending approval, or of a decided one (buttons gone, outcome shown)."""
-    shown, cut = truncated(arguments_text(approval.arguments), CARD_ARGUMENTS_LIMIT)
+    text = arguments_text(approval.arguments)
+    shown = escaped_within(text, CARD_ARGUMENTS_LIMIT)
+    cut = len(shown) < len(escape(text))
     blocks: list[Block] = [
         {
             "type": "section",
@@ -170,7 +186,7 @@ def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
         {
             "type": "section",
             "block_id": "approval_arguments",
-            "text": {"type": "mrkdwn", "text": f"```{escape(shown)}```"},
+            "text": {"type": "mrkdwn", "text": f"```{shown}```"},
         },
         {
             "type": "section",
@@ -283,9 +299,7 @@ def render_deny_modal(approval: Approval, metadata: dict[str, Any]) -> Block:
 
 def render_arguments_modal(approval: Approval) -> Block:
     """The whole of the arguments, split over sections (each at most 3000 characters)."""
-    text = escape(arguments_text(approval.arguments))
-    chunk = SECTION_LIMIT - 6  # room for the ``` fences
-    pieces = [text[i : i + chunk] for i in range(0, len(text), chunk)] or [""]
+    pieces = escaped_pieces(arguments_text(approval.arguments), SECTION_LIMIT - 6)  # ``` fences
     blocks: list[Block] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f"```{piece}```"}}
         for piece in pieces[:99]

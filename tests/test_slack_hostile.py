@@ -140,3 +140,32 @@ async def test_a_deny_reason_of_ampersands_still_settles_the_card(repo: Reposito
         assert not has_buttons(card)
         assert "Denied" in json.dumps(card.blocks)
         assert not [c for c in slack.server.calls_to("chat.update") if not c.ok]
+
+
+@pytest.mark.parametrize("char", ["&", "<", "`", "\u202e"])
+async def test_arguments_that_grow_when_escaped_still_get_a_card(
+    repo: Repository, char: str
+) -> None:
+    """1200 characters of arguments were cut before escaping: 1200 '&' became 6000 and Slack
+    refused the card, so nobody could ever click it."""
+    prompt = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": char * 2000}}]}
+    )
+    async with running_bot(make_config(), repo) as slack:
+        await slack.mention("U0REQUESTER", prompt)
+        [card] = slack.cards()
+        assert has_buttons(card)
+        await slack.server.click("U0APPROVER1", card, blocks.SHOW_ARGUMENTS)
+        await slack.settle()
+        assert not [c for c in slack.server.calls if not c.ok]
+
+
+def test_argument_pieces_and_cuts_never_split_an_escape() -> None:
+    text = "a&<>" * 2000
+    pieces = blocks.escaped_pieces(text, 2994)
+    assert "".join(pieces) == blocks.escape(text)
+    assert all(
+        len(p) <= 2994 and not p.endswith(("&", "&a", "&am", "&amp", "&l", "&lt")) for p in pieces
+    )
+    cut = blocks.escaped_within(text, 1000)
+    assert len(cut) <= 1000 and blocks.escape(text).startswith(cut.removesuffix("…"))
