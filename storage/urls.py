@@ -9,6 +9,7 @@ that names the URL (password hidden), never a driver's traceback.
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,13 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
 EXAMPLES = "sqlite:///path/to/approval-bot.db or postgresql://user@host/database"
+# What a PostgreSQL URL may say after "?": libpq's sslmode (asyncpg calls it ssl), whose
+# values both drivers share. Anything else reached asyncpg as an unknown argument (a
+# TypeError traceback at the first connection).
+SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+POSTGRES_OPTIONS = ("sslmode", "ssl")
+# user:password@ in a URL too broken to parse: the password is still hidden.
+_PASSWORD = re.compile(r"(://[^/?#@:]*:)[^@/?#]*@")
 
 
 class DatabaseUnavailable(Exception):
@@ -36,7 +44,7 @@ def parse_database_url(url: str) -> URL:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
-        raise ValueError(f"{url!r} is not a database URL; write {EXAMPLES}") from None
+        raise ValueError(f"{safe_url(url)} is not a database URL; write {EXAMPLES}") from None
     backend = parsed.get_backend_name()
     shown = safe_url(parsed)
     if backend == "sqlite":
@@ -48,6 +56,14 @@ def parse_database_url(url: str) -> URL:
     elif backend in ("postgresql", "postgres"):
         if parsed.port is not None and not 0 < parsed.port < 65536:
             raise ValueError(f"{shown}: port {parsed.port} is not a TCP port (1-65535)")
+        for option, value in parsed.query.items():
+            if option not in POSTGRES_OPTIONS:
+                raise ValueError(
+                    f"{shown}: unknown option {option!r}; a PostgreSQL URL may only give "
+                    f"sslmode ({', '.join(SSL_MODES)})"
+                )
+            if value not in SSL_MODES:
+                raise ValueError(f"{shown}: {option} must be one of {', '.join(SSL_MODES)}")
     else:
         raise ValueError(
             f"{shown}: {backend!r} databases are not supported; use SQLite or PostgreSQL "
@@ -71,8 +87,13 @@ def normalize_url(url: str) -> str:
     if parsed.get_backend_name() == "sqlite":
         if parsed.drivername != "sqlite+aiosqlite":
             parsed = parsed.set(drivername="sqlite+aiosqlite")
-    elif parsed.drivername != "postgresql+asyncpg":
-        parsed = parsed.set(drivername="postgresql+asyncpg")
+    else:
+        if parsed.drivername != "postgresql+asyncpg":
+            parsed = parsed.set(drivername="postgresql+asyncpg")
+        if "sslmode" in parsed.query:
+            query = dict(parsed.query)
+            query["ssl"] = query.pop("sslmode")
+            parsed = parsed.set(query=query)
     return parsed.render_as_string(hide_password=False)
 
 
@@ -81,7 +102,7 @@ def safe_url(url: str | URL) -> str:
     try:
         parsed = make_url(url) if isinstance(url, str) else url
     except (ArgumentError, ValueError):
-        return repr(url)
+        return repr(_PASSWORD.sub(r"\1***@", str(url)))
     return parsed.render_as_string(hide_password=True)
 
 

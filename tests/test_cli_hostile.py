@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import POSTGRES_URL
 from tests.test_cli import config_file, run_cli  # noqa: F401 (config_file is a fixture)
 
 LONG_USER = "U" + "X" * 64
@@ -57,3 +58,40 @@ def test_the_longest_values_the_database_holds_are_taken(
     assert code == 0 and ": paused" in out
     code, out, _ = run_cli(capsys, *cfg, "approvals", "list", "--limit", "100000")
     assert code == 0 and "restart_service" in out
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # Unparseable: the message quoted the URL, password and all.
+        ("postgresql://bot:hunter2secret@[::1/x", "postgresql://bot:***@[::1/x"),
+        # Options asyncpg does not take were a TypeError traceback at the first connection.
+        ("postgresql://bot:hunter2secret@127.0.0.1:1/x?application_name=bot", "'application_name'"),
+        ("postgresql://bot:hunter2secret@127.0.0.1:1/x?sslmode=bogus", "sslmode must be one of"),
+    ],
+)
+def test_a_database_url_option_or_shape_we_cannot_use_is_one_line_without_the_password(
+    url: str,
+    expected: str,
+    config_file: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", url)
+    code, _, err = run_cli(capsys, "--config", str(config_file), "approvals", "list")
+    assert code == 2
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert expected in err and "hunter2secret" not in err, err
+
+
+@pytest.mark.skipif(not POSTGRES_URL, reason="needs APPROVAL_BOT_TEST_POSTGRES_URL")
+def test_libpq_sslmode_in_a_postgresql_url_is_understood(
+    config_file: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``?sslmode=…``, as libpq and most hosting providers write it, was a TypeError."""
+    plain = POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://")
+    monkeypatch.setenv("DATABASE_URL", f"{plain}?sslmode=disable")
+    code, _, err = run_cli(capsys, "--config", str(config_file), "approvals", "list")
+    assert code == 0, err
