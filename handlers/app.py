@@ -98,8 +98,9 @@ def _signed(secret: bytes, raw: bytes, request: web.Request) -> bool:
     if not TIMESTAMP.fullmatch(timestamp) or abs(time.time() - int(timestamp)) > MAX_AGE:
         return False
     base = b"v0:" + timestamp.encode() + b":" + raw
-    expected = "v0=" + hmac.new(secret, base, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, signature)
+    expected = b"v0=" + hmac.new(secret, base, hashlib.sha256).hexdigest().encode()
+    # As bytes: compare_digest raises on str with non-ASCII characters (a 500 before).
+    return hmac.compare_digest(expected, signature.encode("utf-8", "surrogateescape"))
 
 
 def _parse(raw: bytes, request: web.Request) -> AsyncBoltRequest | str:

@@ -6,11 +6,14 @@ unless someone crafts them: each bad one gets a clear answer, changes nothing an
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import pytest
+from yarl import URL
 
 from handlers import blocks
 from storage.repository import Repository
@@ -169,3 +172,27 @@ def test_argument_pieces_and_cuts_never_split_an_escape() -> None:
     )
     cut = blocks.escaped_within(text, 1000)
     assert len(cut) <= 1000 and blocks.escape(text).startswith(cut.removesuffix("…"))
+
+
+@pytest.mark.parametrize("signature", [b"v0=\xff\xfe", b"v0=\xc3\xa9" + b"0" * 62])
+async def test_a_signature_header_that_is_not_ascii_gets_401(
+    slack: Harness, signature: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """hmac.compare_digest raises on non-ASCII strings: that was a 500 with a traceback."""
+    assert slack.server.bot_url is not None
+    url = URL(slack.server.bot_url)
+    before = await snapshot(slack.repo)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    body = b"{}"
+    writer.write(
+        b"POST %s HTTP/1.1\r\nHost: bot\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nX-Slack-Request-Timestamp: %d\r\nX-Slack-Signature: %s\r\n"
+        b"Connection: close\r\n\r\n%s"
+        % (url.path.encode(), len(body), int(time.time()), signature, body)
+    )
+    with caplog.at_level(logging.ERROR):
+        status_line = (await reader.read()).split(b"\r\n")[0]
+    writer.close()
+    assert status_line.split()[1] == b"401"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert await snapshot(slack.repo) == before
