@@ -20,13 +20,14 @@ import contextlib
 import logging
 import os
 import socket
+from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import llm
-from llm.parts import Message, TextPart, ToolResultPart
+from llm.parts import Message, TextPart, ToolCallPart, ToolResultPart
 from ulid import ULID
 
 from bot.clock import utcnow
@@ -83,6 +84,21 @@ class RunOutcome:
     error: str | None = None
     new_approvals: list[Approval] = field(default_factory=list)
     run: Run | None = None
+
+
+class ToolCallIdReused(Exception):
+    """The model gave a gated call an id another call of the same response also has.
+
+    Results are matched to calls by id (by llm when it resumes, and by the database's
+    approvals), so the other call's result would pass for the gated one's: the approved call
+    would never run. Such a response is refused before anything is stored for it.
+    """
+
+    def __init__(self, tool_call_id: str) -> None:
+        super().__init__(
+            f"the model gave two tool calls the same id {tool_call_id!r}, so their results "
+            "could not be told apart; no call that needs approval ran"
+        )
 
 
 class DecisionRefused(Exception):
@@ -358,6 +374,9 @@ class Runner:
     async def _pause(
         self, run: Run, history: list[Message], turn: TurnContext, owner: str
     ) -> RunOutcome:
+        reused = _reused_call_id(history, turn)
+        if reused is not None:
+            return await self._fail(run, ToolCallIdReused(reused), owner)
         pause = await self.repo.save_pause(
             run.id,
             worker=owner,
@@ -512,6 +531,8 @@ def describe_failure(exc: BaseException, chain_limit: int) -> str:
         return f"Stopped: unknown model ({text}). Install its llm plugin or fix `model`."
     if isinstance(exc, llm.NeedsKeyException):
         return f"Stopped: the model needs an API key ({text})."
+    if isinstance(exc, ToolCallIdReused):
+        return f"Stopped: {text}."
     return f"Stopped by an error: {type(exc).__name__}: {text}"
 
 
@@ -520,6 +541,19 @@ def _handed_over(run: Run) -> RunOutcome:
     # to finish and to report, so say nothing in the thread.
     log.warning("run %s: lease lost; the drive that took it over carries on", run.id)
     return RunOutcome(run_id=run.id, status="handed_over", run=run)
+
+
+def _reused_call_id(history: list[Message], turn: TurnContext) -> str | None:
+    """The id of a new gated call that another call of its response shares, if any."""
+    for message in reversed(history):
+        calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
+        if message.role == "assistant" and calls:
+            seen = Counter(p.tool_call_id for p in calls if p.tool_call_id)
+            for draft in turn.drafts:
+                if seen[draft.tool_call_id] > 1:
+                    return draft.tool_call_id
+            return None
+    return None
 
 
 def _chain_input(history: list[Message]) -> dict[str, Any]:

@@ -196,3 +196,40 @@ async def test_a_signature_header_that_is_not_ascii_gets_401(
     assert status_line.split()[1] == b"401"
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert await snapshot(slack.repo) == before
+
+
+async def test_a_safe_call_sharing_a_gated_calls_id_stops_the_run_clearly(
+    repo: Repository,
+) -> None:
+    """The safe call's result (id "call_0") passed for the gated call's (also "call_0"):
+    after approval the gated call never ran, and its approval stayed "approved" for ever."""
+    ops_tools.EXECUTED.clear()
+    calls = [
+        {"name": "restart_service", "arguments": {"service": "db"}, "id": "call_0"},
+        {"name": "get_status", "arguments": {"service": "db"}, "id": "call_0"},
+    ]
+    async with running_bot(make_config(), repo) as slack:
+        reply = await slack.mention("U0REQUESTER", json.dumps({"tool_calls": calls}))
+        said = " ".join(m.text for m in slack.thread_of(reply))
+        assert slack.cards() == [], "no approval that could never be carried out"
+        listed = await slack.server.slash_command("U0REQUESTER", CHANNEL, text="mine")
+    assert "gave two tool calls the same id 'call_0'" in said, said
+    assert "None of your requests are waiting" in json.dumps(listed.json())
+    assert ops_tools.EXECUTED == [("get_status", {"service": "db"})]
+
+
+async def test_two_gated_calls_with_one_id_stop_the_run_with_a_clear_reason(
+    repo: Repository,
+) -> None:
+    """A raw IntegrityError (a UNIQUE constraint) stopped the run; now the reason is clear."""
+    ops_tools.EXECUTED.clear()
+    calls = [
+        {"name": "restart_service", "arguments": {"service": f"s{i}"}, "id": "call_0"}
+        for i in range(2)
+    ]
+    async with running_bot(make_config(), repo) as slack:
+        reply = await slack.mention("U0REQUESTER", json.dumps({"tool_calls": calls}))
+        said = " ".join(m.text for m in slack.thread_of(reply))
+    assert "gave two tool calls the same id 'call_0'" in said, said
+    assert "IntegrityError" not in said
+    assert ops_tools.EXECUTED == []
