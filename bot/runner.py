@@ -520,6 +520,9 @@ def describe_status(approval: Approval) -> str:
     return f"This approval is {approval.status}."
 
 
+FAILURE_LINE_LIMIT = 500
+
+
 def describe_failure(exc: BaseException, chain_limit: int) -> str:
     text = str(exc)
     if isinstance(exc, ValueError) and text.startswith("Chain limit"):
@@ -533,7 +536,11 @@ def describe_failure(exc: BaseException, chain_limit: int) -> str:
         return f"Stopped: the model needs an API key ({text})."
     if isinstance(exc, ToolCallIdReused):
         return f"Stopped: {text}."
-    return f"Stopped by an error: {type(exc).__name__}: {text}"
+    # The first line only: a database error goes on with its SQL and every parameter (the
+    # whole history, a tool's arguments), which do not belong in a Slack thread.
+    lines = text.strip().splitlines()
+    first = lines[0][:FAILURE_LINE_LIMIT] if lines else ""
+    return f"Stopped by an error: {type(exc).__name__}: {first}"
 
 
 def _handed_over(run: Run) -> RunOutcome:

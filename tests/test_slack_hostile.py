@@ -233,3 +233,19 @@ async def test_two_gated_calls_with_one_id_stop_the_run_with_a_clear_reason(
     assert "gave two tool calls the same id 'call_0'" in said, said
     assert "IntegrityError" not in said
     assert ops_tools.EXECUTED == []
+
+
+def test_a_run_stopped_by_a_database_error_says_one_line_not_its_sql() -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    from bot.runner import describe_failure
+
+    error = IntegrityError(
+        "INSERT INTO approvals VALUES (:arguments)",
+        {"arguments": "what the requester typed"},
+        Exception("UNIQUE constraint failed"),
+    )
+    said = describe_failure(error, 10)
+    assert said == (
+        "Stopped by an error: IntegrityError: (builtins.Exception) UNIQUE constraint failed"
+    )
