@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
+from urllib.parse import urlencode
 
 import pytest
 from yarl import URL
@@ -20,6 +22,7 @@ from storage.repository import Repository
 from tests import ops_tools
 from tests.conftest import make_config
 from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
+from tests.test_slack_malformed import FORM_TYPE as FORM
 from tests.test_slack_malformed import snapshot
 
 
@@ -249,3 +252,41 @@ def test_a_run_stopped_by_a_database_error_says_one_line_not_its_sql() -> None:
     assert said == (
         "Stopped by an error: IntegrityError: (builtins.Exception) UNIQUE constraint failed"
     )
+
+
+async def test_a_deny_form_sent_back_naming_another_approval_decides_nothing(
+    repo: Repository,
+) -> None:
+    """private_metadata comes back from Slack as we wrote it, unless someone forges it: the
+    decision is still checked against the person and the approval it names."""
+    ops_tools.EXECUTED.clear()
+    calls = [
+        {"name": "restart_service", "arguments": {"service": "db"}},
+        {"name": "broken_tool", "arguments": {"service": "db"}},  # only U0APPROVER1 decides
+    ]
+    async with running_bot(make_config(), repo) as slack:
+        await slack.mention("U0REQUESTER", json.dumps({"tool_calls": calls}))
+        restart, broken = slack.cards()
+        await slack.server.click("U0APPROVER2", restart, blocks.DENY)
+        await slack.settle()
+        [opened] = slack.server.views.values()
+        payload = slack.server.submission_payload(
+            "U0APPROVER2",
+            opened.id,
+            {blocks.REASON_BLOCK: {blocks.REASON_INPUT: {"type": "plain_text_input"}}},
+        )
+        before = await snapshot(slack.repo)
+        [broken_id] = re.findall(r"apr_[0-9A-Z]+", json.dumps(broken.blocks))[:1]
+        for metadata in (
+            {"approval_id": broken_id, "channel": "", "team": "", "response_url": ""},
+            {"approval_id": broken_id, "channel": CHANNEL, "team": "T0OTHER"},
+            {"approval_id": broken_id},
+        ):
+            payload["view"]["private_metadata"] = json.dumps(metadata)
+            reply = await slack.server.send_raw(
+                urlencode({"payload": json.dumps(payload)}).encode(), FORM
+            )
+            assert reply.status == 200
+            await slack.settle()
+        assert await snapshot(slack.repo) == before
+        assert ops_tools.EXECUTED == []
