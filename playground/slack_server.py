@@ -219,6 +219,8 @@ class DeliveryOptions(TypedDict, total=False):
     signature: str
     retry_num: int
     retry_reason: str
+    # Deliver to this URL instead of ``bot_url``: one of several replicas behind Slack.
+    bot_url: str
 
 
 @dataclass
@@ -1276,7 +1278,8 @@ class SlackServer:
         self, body: bytes, content_type: str, **delivery: Unpack[DeliveryOptions]
     ) -> BotReply:
         """POST a signed request to ``bot_url`` and wait (``ack_timeout``) for its answer."""
-        if self.bot_url is None or self._session is None:
+        bot_url = delivery.get("bot_url") or self.bot_url
+        if bot_url is None or self._session is None:
             raise RuntimeError("bot_url is not set or the server is not started")
         timestamp = str(delivery.get("timestamp", int(self.clock())))
         headers = {
@@ -1290,9 +1293,7 @@ class SlackServer:
             headers["X-Slack-Retry-Reason"] = delivery.get("retry_reason", "http_timeout")
         started = time.monotonic()
         timeout = aiohttp.ClientTimeout(total=self.ack_timeout)
-        async with self._session.post(
-            self.bot_url, data=body, headers=headers, timeout=timeout
-        ) as resp:
+        async with self._session.post(bot_url, data=body, headers=headers, timeout=timeout) as resp:
             text = await resp.text()
             return BotReply(resp.status, text, resp.headers.copy(), time.monotonic() - started)
 
@@ -1450,6 +1451,31 @@ class SlackServer:
         """``user`` clicks a button that is on ``message`` now (raises if it is not there)."""
         payload, trigger_id, response_url = self._prepare_click(user, message, action_id, value)
         return await self._send_interactive(payload, trigger_id, response_url, **delivery)
+
+    async def click_delivered_to(
+        self,
+        user: str,
+        message: Message,
+        action_id: str,
+        bot_urls: list[str],
+        *,
+        value: str | None = None,
+    ) -> list[BotReply | BaseException]:
+        """One click whose payload reaches several replicas at once (a balancer's retry).
+
+        The same payload, signed afresh for each delivery, is posted to every URL
+        concurrently; each answer, or the error that replaced it, in the order of ``bot_urls``.
+        """
+        payload, trigger_id, response_url = self._prepare_click(user, message, action_id, value)
+        return list(
+            await asyncio.gather(
+                *(
+                    self._send_interactive(payload, trigger_id, response_url, bot_url=url)
+                    for url in bot_urls
+                ),
+                return_exceptions=True,
+            )
+        )
 
     async def click_raw(
         self,
