@@ -1,0 +1,46 @@
+"""Tools for the fault suite's ``approval-bot serve`` processes.
+
+Every execution is appended to the file named by ``FAULT_TOOL_LOG`` and fsynced before the
+tool returns, so the test can count executions even after the process was killed with SIGKILL
+mid-run: what the log says happened did happen, whatever the bot recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+LOG_ENV = "FAULT_TOOL_LOG"
+SLOW_ENV = "FAULT_SLOW_TOOL_SECONDS"
+
+
+def record(event: str, tool: str, service: str) -> None:
+    """Append one line and fsync it: it survives a SIGKILL right after this returns."""
+    line = json.dumps({"event": event, "tool": tool, "service": service, "pid": os.getpid()})
+    fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())  # one write under PIPE_BUF: never interleaved
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def get_status(service: str) -> str:
+    """Read the status of a service."""
+    record("ran", "get_status", service)
+    return f"{service} is healthy"
+
+
+def restart_service(service: str) -> str:
+    """Restart a service."""
+    record("ran", "restart_service", service)
+    return f"restarted {service}"
+
+
+def slow_restart(service: str) -> str:
+    """Restart a service that takes a while to come back."""
+    record("started", "slow_restart", service)
+    time.sleep(float(os.environ.get(SLOW_ENV, "60")))
+    record("finished", "slow_restart", service)
+    return f"restarted {service} slowly"
