@@ -278,6 +278,54 @@ class Deployment:
         return found[0]
 
 
+# -- steps and checks shared by the fault tests ------------------------------------------
+
+
+async def approve(deployment: Deployment, thread_ts: str) -> str:
+    """An approver clicks Approve on the thread's card; the approval's id."""
+    card = await deployment.card(thread_ts)
+    reply = await deployment.slack.click(APPROVER, card, "approval_approve")
+    assert reply.status == 200, (reply.status, reply.body)
+    return approval_id_of(card)
+
+
+async def quiet_sweeps(count: int = 2) -> None:
+    """Let the sweeper run ``count`` more times: whatever it would redo, it has redone."""
+    await asyncio.sleep(count * 1.0 + 0.5)
+
+
+async def assert_settled(
+    deployment: Deployment,
+    thread_ts: str,
+    approval_id: str,
+    *,
+    status: str,
+    answer: str,
+    card_says: str,
+) -> None:
+    """The end state after recovery: database, card and thread agree, and say it once."""
+    await deployment.answer(thread_ts, answer)
+    card = await deployment.card(thread_ts)
+    await eventually(
+        lambda: card_says in card_outcome(card),
+        f"the card to say {card_says!r}; it says {card_outcome(card)!r}",
+    )
+    await quiet_sweeps()
+    approval = await deployment.approval(approval_id)
+    assert approval.status == status, approval
+    run = await (await deployment.repo()).get_run(approval.run_id)
+    assert run is not None and run.status == "completed", run
+    assert run.lease_owner is None
+    assert len(deployment.cards(thread_ts)) == 1, "the card was posted more than once"
+    assert not has_buttons(card) and card_says in card_outcome(card)
+    assert len(deployment.answers(thread_ts, answer)) == 1, "the thread was answered twice"
+    failures = [m.text for m in deployment.bot_replies(thread_ts) if m.text.startswith(":x:")]
+    assert failures == [], failures
+    trail = await deployment.audit_events(approval_id)
+    assert trail.count("approval_approved") == 1, trail
+    assert trail.count("execution_started") == 1, trail
+
+
 def is_card(message: Message) -> bool:
     return any(block.get("block_id") == "approval_summary" for block in message.blocks)
 

@@ -12,68 +12,21 @@ take-over follows a kill within a few seconds.
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 
 from tests.faults.harness import (
-    APPROVER,
     CHANNEL,
     REQUESTER,
     Deployment,
-    approval_id_of,
-    card_outcome,
+    approve,
+    assert_settled,
     eventually,
-    has_buttons,
+    quiet_sweeps,
     request,
 )
 
 RESTART_WEB = request(("restart_service", {"service": "web"}))
 SLOW_RESTART_WEB = request(("slow_restart", {"service": "web"}))
-
-
-async def approve(deployment: Deployment, thread_ts: str) -> str:
-    """An approver clicks Approve on the thread's card; the approval's id."""
-    card = await deployment.card(thread_ts)
-    reply = await deployment.slack.click(APPROVER, card, "approval_approve")
-    assert reply.status == 200, (reply.status, reply.body)
-    return approval_id_of(card)
-
-
-async def quiet_sweeps(count: int = 2) -> None:
-    """Let the sweeper run ``count`` more times: whatever it would redo, it has redone."""
-    await asyncio.sleep(count * 1.0 + 0.5)
-
-
-async def assert_settled(
-    deployment: Deployment,
-    thread_ts: str,
-    approval_id: str,
-    *,
-    status: str,
-    answer: str,
-    card_says: str,
-) -> None:
-    """The end state after recovery: database, card and thread agree, and say it once."""
-    await deployment.answer(thread_ts, answer)
-    card = await deployment.card(thread_ts)
-    await eventually(
-        lambda: card_says in card_outcome(card),
-        f"the card to say {card_says!r}; it says {card_outcome(card)!r}",
-    )
-    await quiet_sweeps()
-    approval = await deployment.approval(approval_id)
-    assert approval.status == status
-    run = await (await deployment.repo()).get_run(approval.run_id)
-    assert run is not None and run.status == "completed", run
-    assert run.lease_owner is None
-    assert len(deployment.cards(thread_ts)) == 1, "the card was posted more than once"
-    assert not has_buttons(card) and card_says in card_outcome(card)
-    assert len(deployment.answers(thread_ts, answer)) == 1, "the thread was answered twice"
-    failures = [m.text for m in deployment.bot_replies(thread_ts) if m.text.startswith(":x:")]
-    assert failures == [], failures
-    started = await deployment.audit_events(approval_id)
-    assert started.count("execution_started") <= 1, started
 
 
 async def test_kill_after_the_pause_is_stored_card_is_posted_after_restart(
