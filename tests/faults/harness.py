@@ -44,6 +44,7 @@ tools = [
     "tests.faults.tools:get_status",
     "tests.faults.tools:restart_service",
     "tests.faults.tools:slow_restart",
+    "tests.faults.tools:scale_service",
 ]
 run_lease = "{run_lease}"
 sweep_interval = "{sweep_interval}"
@@ -53,6 +54,9 @@ approvers = ["U0APPROVER1", "U0APPROVER2"]
 
 [policies.slow_restart]
 approvers = ["U0APPROVER1", "U0APPROVER2"]
+
+[policies.scale_service]
+approval = "required"  # by anyone but the requester
 """
 
 # How long a step may take before the test gives up on it. Only a failing test waits this
@@ -66,15 +70,21 @@ def request(*calls: tuple[str, dict[str, Any]]) -> str:
     return json.dumps({"prompt": "please", "tool_calls": tool_calls})
 
 
-async def eventually(check: Callable[[], T | None], what: str, timeout: float = PATIENCE) -> T:
-    """Poll ``check`` until it returns something truthy; fail saying ``what`` never happened."""
+async def eventually(
+    check: Callable[[], T | None], what: str | Callable[[], str], timeout: float = PATIENCE
+) -> T:
+    """Poll ``check`` until it returns something truthy; fail saying ``what`` never happened.
+
+    ``what`` may be a function, to describe the state at the moment of giving up.
+    """
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         value = check()
         if value:
             return value
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"within {timeout:.0f}s: {what}")
+            said = what() if callable(what) else what
+            raise AssertionError(f"within {timeout:.0f}s: {said}")
         await asyncio.sleep(0.1)
 
 

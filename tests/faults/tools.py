@@ -38,6 +38,12 @@ def restart_service(service: str) -> str:
     return f"restarted {service}"
 
 
+def scale_service(service: str) -> str:
+    """Scale a service out (anyone but the requester may approve it)."""
+    record("ran", "scale_service", service)
+    return f"scaled {service}"
+
+
 def slow_restart(service: str) -> str:
     """Restart a service that takes a while to come back."""
     record("started", "slow_restart", service)
