@@ -17,7 +17,8 @@ State it owns, all in memory (it is a double of Slack for one workspace, nothing
   what the bot uses), ``responses``: every POST to a response URL (:class:`ResponseCall`).
 * Issued ``trigger_id``s (3 s life, single use) and response URLs (5 uses, 30 min), so the
   bot is held to Slack's rules about them.
-* Injected faults: ``rate_limit()`` (HTTP 429 + ``Retry-After``) and ``fail()`` (ok:false).
+* Injected faults: ``rate_limit()`` (HTTP 429 + ``Retry-After``), ``fail()`` (ok:false) and
+  ``hold()`` (a call takes effect, its answer waits: the caller can die not knowing).
 * Socket Mode connections and the acks awaited on them.
 
 Driving the bot (``mention``, ``click``, ``submit_view``, ``slash_command`` and their
@@ -246,6 +247,21 @@ class _Injection:
     times: int
     error: str
     retry_after: int | None = None
+
+
+@dataclass
+class HeldAnswer:
+    """A Web API call that took effect but whose answer is held back until ``release``.
+
+    ``arrived`` is set when the call came in. Between the two the caller has done something
+    in Slack without knowing it (its process may die there, as it would on a slow network).
+    """
+
+    method: str
+    when: Callable[[Json], bool]
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    call: ApiCall | None = None
 
 
 class _ApiError(Exception):
@@ -505,6 +521,7 @@ class SlackServer:
         self._triggers: dict[str, _TriggerId] = {}
         self._response_urls: dict[str, _ResponseUrl] = {}
         self._injections: dict[str, list[_Injection]] = {}
+        self._holds: list[HeldAnswer] = []
         self._event_bodies: dict[str, bytes] = {}
         self._socket_tickets: set[str] = set()
         self._sockets: list[web.WebSocketResponse] = []
@@ -725,6 +742,22 @@ class SlackServer:
         """The next ``times`` calls of ``method`` answer ``{"ok": false, "error": error}``."""
         self._injections.setdefault(method, []).append(_Injection(times=times, error=error))
 
+    def hold(self, method: str, when: Callable[[Json], bool] = lambda _args: True) -> HeldAnswer:
+        """The next call of ``method`` whose arguments match ``when`` takes effect at once (a
+        posted message is in the channel) but is answered only after ``release`` is set."""
+        held = HeldAnswer(method, when)
+        self._holds.append(held)
+        return held
+
+    def _take_hold(self, call: ApiCall) -> HeldAnswer | None:
+        for held in self._holds:
+            if held.method == call.method and held.when(call.args):
+                self._holds.remove(held)
+                held.call = call
+                held.arrived.set()
+                return held
+        return None
+
     def _take_injection(self, method: str) -> _Injection | None:
         queue = self._injections.get(method)
         if not queue:
@@ -751,6 +784,9 @@ class SlackServer:
         status, body, headers = self._answer(call, token, parse_error)
         call.status, call.response = status, body
         self._save_messages()
+        held = self._take_hold(call)
+        if held is not None:
+            await held.release.wait()
         return web.json_response(body, status=status, headers=headers)
 
     def _answer(
