@@ -166,3 +166,31 @@ async def test_kill_after_the_mention_is_stored_answers_it_once(deployment: Depl
     assert deployment.executions("get_status", "web") == 1
     runs = await deployment.rows("SELECT status FROM runs WHERE thread_ts = :ts", {"ts": asked.ts})
     assert runs == [("completed",)]
+
+
+async def test_kill_while_the_card_is_posted_leaves_one_true_card(deployment: Deployment) -> None:
+    # The card reaches the channel, but the process dies before it reads Slack's answer, so
+    # it never learns (or records) where the card is.
+    held = deployment.slack.hold(
+        "chat.postMessage", when=lambda args: "approval_summary" in str(args)
+    )
+    bot = await deployment.start()
+    asked = await deployment.mention(RESTART_WEB)
+    await eventually(held.arrived.is_set, "the card to be posted")
+    await deployment.kill(bot)
+    held.release.set()
+    assert len(deployment.cards(asked.ts)) == 1
+
+    await deployment.start()
+    await quiet_sweeps(3)  # whatever the restarted bot does about a card it has no trace of
+    approval_id = await approve(deployment, asked.ts)  # still exactly one card
+
+    await assert_settled(
+        deployment,
+        asked.ts,
+        approval_id,
+        status="executed",
+        answer="restarted web",
+        card_says="ran",
+    )
+    assert deployment.executions("restart_service", "web") == 1
