@@ -152,3 +152,55 @@ async def test_two_replicas_run_every_approved_call_exactly_once(replicas: Deplo
         )
         assert not any(has_buttons(c) for c in cards)
     assert slack.unknown_calls == []
+
+
+@pytest.fixture
+async def takeover(
+    slack: SlackServer, postgres_database: str, tmp_path: Path
+) -> AsyncIterator[Deployment]:
+    deployment = Deployment(slack, postgres_database, tmp_path)  # 2 s leases
+    try:
+        yield deployment
+    finally:
+        await deployment.close()
+
+
+async def test_the_other_replica_finishes_what_a_killed_one_decided(takeover: Deployment) -> None:
+    deployment, slack = takeover, takeover.slack
+    doomed = await deployment.start(failpoint="decision_stored@3")
+    survivor = await deployment.start()
+    threads = []
+    for i in range(6):
+        asked = await slack.mention(
+            REQUESTER,
+            CHANNEL,
+            "<@U0BOT> " + request(("restart_service", {"service": f"svc{i}"})),
+            bot_url=survivor.events_url,
+        )
+        assert asked.status == 200 and asked.message is not None
+        threads.append(asked.message.ts)
+        card = await deployment.card(asked.message.ts)
+        # The balancer sends clicks to the doomed replica while it is up.
+        alive = doomed.process.returncode is None
+        clicked = await slack.click(
+            APPROVER,
+            card,
+            "approval_approve",
+            bot_url=(doomed if alive else survivor).events_url,
+        )
+        assert clicked.status == 200
+        if i == 2:
+            await deployment.crashed_at(doomed, "decision_stored")
+
+    for i, ts in enumerate(threads):
+        await deployment.answer(ts, f"restarted svc{i}")
+    ran = [e["service"] for e in deployment.tool_events() if e["event"] == "ran"]
+    assert sorted(ran) == [f"svc{i}" for i in range(6)]
+    for i, ts in enumerate(threads):
+        assert len(deployment.answers(ts, f"restarted svc{i}")) == 1
+        (card,) = deployment.cards(ts)
+        await eventually(lambda card=card: "ran" in card_outcome(card), f"card {i} to say it ran")
+    taken_over = await deployment.rows(
+        "SELECT count(*) FROM audit_events WHERE event = 'run_taken_over'"
+    )
+    assert taken_over == [(1,)]
