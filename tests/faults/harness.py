@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bot.config import parse_duration
 from playground.slack_server import Message, SlackServer
 from storage.db import Mode
 from storage.models import Approval
@@ -125,6 +126,7 @@ class Deployment:
         self.config = workdir / "fault-bot.toml"
         self.config.write_text(CONFIG.format(run_lease=run_lease, sweep_interval=sweep_interval))
         self.slow_tool_seconds = slow_tool_seconds
+        self.sweep_seconds = parse_duration(sweep_interval, "sweep_interval").total_seconds()
         self.replicas: list[Replica] = []
         self._repo: Repository | None = None
 
@@ -299,9 +301,9 @@ async def approve(deployment: Deployment, thread_ts: str) -> str:
     return approval_id_of(card)
 
 
-async def quiet_sweeps(count: int = 2) -> None:
+async def quiet_sweeps(deployment: Deployment, count: int = 2) -> None:
     """Let the sweeper run ``count`` more times: whatever it would redo, it has redone."""
-    await asyncio.sleep(count * 1.0 + 0.5)
+    await asyncio.sleep(count * deployment.sweep_seconds + 0.5)
 
 
 async def assert_settled(
@@ -320,7 +322,7 @@ async def assert_settled(
         lambda: card_says in card_outcome(card),
         f"the card to say {card_says!r}; it says {card_outcome(card)!r}",
     )
-    await quiet_sweeps()
+    await quiet_sweeps(deployment)
     approval = await deployment.approval(approval_id)
     assert approval.status == status, approval
     run = await (await deployment.repo()).get_run(approval.run_id)

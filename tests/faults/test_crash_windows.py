@@ -161,7 +161,7 @@ async def test_kill_after_the_mention_is_stored_answers_it_once(deployment: Depl
     assert retry.status == 200, (retry.status, retry.body)
 
     await deployment.answer(asked.ts, "web is healthy")
-    await quiet_sweeps()
+    await quiet_sweeps(deployment)
     assert len(deployment.answers(asked.ts, "web is healthy")) == 1
     assert deployment.executions("get_status", "web") == 1
     runs = await deployment.rows("SELECT status FROM runs WHERE thread_ts = :ts", {"ts": asked.ts})
@@ -182,7 +182,9 @@ async def test_kill_while_the_card_is_posted_leaves_one_true_card(deployment: De
     assert len(deployment.cards(asked.ts)) == 1
 
     await deployment.start()
-    await quiet_sweeps(3)  # whatever the restarted bot does about a card it has no trace of
+    await quiet_sweeps(
+        deployment, 3
+    )  # whatever the restarted bot does about a card it has no trace of
     approval_id = await approve(deployment, asked.ts)  # still exactly one card
 
     await assert_settled(
