@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from bot.failpoints import failpoint
 from bot.runner import ApprovalExpired, DecisionRefused, RunOutcome
 from handlers.blocks import escape
-from handlers.publish import RESUMING
+from handlers.publish import RESUMING, CardPlace
 from handlers.services import Services
 from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, ExpiryOutcome, time_limit
@@ -64,7 +64,10 @@ async def decide_from_slack(
     team: str,
     channel: str | None,
     tell: Tell,
+    clicked: CardPlace | None = None,
 ) -> None:
+    """``clicked``: the card message the click came from (None from lists and modals
+    that do not know it); it is adopted as the card when none is on record, and settled."""
     try:
         # Slack has its answer; the clicker waits for ours, so not for ever.
         with time_limit(services.decision_time_limit):
@@ -73,6 +76,8 @@ async def decide_from_slack(
             )
             if approval is None:
                 return
+            if clicked is not None and not approval.card_ts:
+                await services.repo.adopt_card(approval_id, channel=clicked[0], ts=clicked[1])
             groups = await services.groups.groups_of(actor, approval.approvers)
             if groups and actor not in approval.approvers:
                 # Only a group lets them decide, by a cached answer: ask Slack again.
@@ -88,14 +93,15 @@ async def decide_from_slack(
         await tell(f":hourglass: {expired}")
         if expired.expiry is not None:
             await after_expiry(services, expired.expiry)
-        else:
-            await services.publisher.refresh_card(approval_id)
+        await services.publisher.refresh_card(approval_id, clicked=clicked)
         return
     except DecisionRefused as refused:
         await tell(f":no_entry: {refused}")
+        if refused.approval is not None and refused.approval.status != "pending":
+            await services.publisher.refresh_card(approval_id, clicked=clicked)
         return
     failpoint("decision_stored")
-    await services.publisher.refresh_card(approval_id)
+    await services.publisher.refresh_card(approval_id, clicked=clicked)
     verb = "Approved" if approve else "Denied"
     await tell(f"{verb} `{escape(approval.tool_name)}` ({approval.id}).")
     if decision.resume_claimed:

@@ -156,6 +156,15 @@ def _click_place(body: dict[str, Any]) -> tuple[str, str | None]:
     return team, channel
 
 
+def _clicked_card(body: dict[str, Any]) -> tuple[str, str] | None:
+    """The card message a button was clicked on; None for ephemeral lists."""
+    container = body.get("container") or {}
+    if container.get("is_ephemeral") or container.get("type") != "message":
+        return None
+    channel, ts = container.get("channel_id"), container.get("message_ts")
+    return (channel, ts) if isinstance(channel, str) and isinstance(ts, str) else None
+
+
 def _teller(respond: AsyncRespond) -> Any:
     async def tell(text: str) -> None:
         await respond(text=text, response_type="ephemeral", replace_original=False)
@@ -180,6 +189,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 team=team,
                 channel=channel,
                 tell=_teller(respond),
+                clicked=_clicked_card(body),
             ),
             name=f"approve {action.get('value')}",
         )
@@ -221,6 +231,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                     team=team,
                     channel=channel,
                     tell=tell,
+                    clicked=_clicked_card(body),
                 ),
                 name=f"deny {approval_id}",
             )
@@ -236,6 +247,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
             "channel": channel or "",
             "team": team,
             "response_url": body.get("response_url", ""),
+            "card_ts": (_clicked_card(body) or ("", ""))[1],
         }
         # trigger_id lives 3 seconds: open the modal now, in the acknowledgement path.
         try:
@@ -276,6 +288,9 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 team=team,
                 channel=channel,
                 tell=tell,
+                clicked=(channel, card_ts)
+                if channel and (card_ts := metadata.get("card_ts"))
+                else None,
             ),
             name=f"deny {metadata.get('approval_id')}",
         )

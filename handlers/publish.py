@@ -8,7 +8,9 @@ by /approvals.
 Cards are an outbox: posting one is claimed in the database first (for ``CARD_CLAIM``), and
 the sweeper posts the card of any pending approval that has none and no live claim (its
 poster crashed, or Slack refused). A crash after Slack took the card and before its ``ts`` is
-stored can still post a second card; both act on the same approval, so nothing runs twice.
+stored leaves a card we have no record of: the first click on it adopts it as the card; if
+none comes within the claim, a second card is posted. Both act on the same approval, so
+nothing runs twice, and a click on either edits it to show the decision.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ log = logging.getLogger(__name__)
 
 WORKING = ":hourglass_flowing_sand: Working on it…"
 RESUMING = ":hourglass_flowing_sand: Carrying on after the decision…"
+# Where a card is: (channel, message ts).
+CardPlace = tuple[str, str]
 # How long a poster holds its claim on posting a card; after that the sweeper may post it.
 CARD_CLAIM = timedelta(minutes=1)
 # The sweeper leaves cards this young to the worker that paused the run.
@@ -149,18 +153,29 @@ class Publisher:
             posted += 1
         return posted
 
-    async def refresh_card(self, approval_id: str) -> None:
-        """Edit a card in place to show the approval as it is now (buttons gone once decided)."""
+    async def refresh_card(self, approval_id: str, *, clicked: CardPlace | None = None) -> None:
+        """Edit a card in place to show the approval as it is now (buttons gone once decided).
+
+        ``clicked``: the message a click came from. When it is not the card on record (a
+        second card, posted after a crash hid the first), it is edited too, so no card of a
+        decided approval keeps live buttons once someone has clicked it.
+        """
         approval = await self.repo.get_approval(approval_id)
-        if approval is None or not approval.card_ts or not approval.card_channel:
+        if approval is None:
+            return
+        places = []
+        if approval.card_ts and approval.card_channel:
+            places.append((approval.card_channel, approval.card_ts))
+        if clicked is not None and clicked not in places:
+            places.append(clicked)
+        if not places:
             return
         text, blocks = render_approval_card(approval)
-        try:
-            await self.client.chat_update(
-                channel=approval.card_channel, ts=approval.card_ts, text=text, blocks=blocks
-            )
-        except SlackApiError as exc:
-            log.error("approval %s: could not update its card: %s", approval_id, exc)
+        for channel, ts in places:
+            try:
+                await self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+            except SlackApiError as exc:
+                log.error("approval %s: could not update its card: %s", approval_id, exc)
 
     async def ephemeral(
         self, *, channel: str, user: str, text: str, thread_ts: str | None = None

@@ -15,6 +15,7 @@ from storage.records import (
 )
 from storage.rows import APPROVALS
 from storage.statements import (
+    ADOPT_CARD,
     APPROVAL_BY_ID,
     APPROVALS_FOR_RUN,
     APPROVALS_FOR_TURN,
@@ -282,6 +283,14 @@ class ApprovalStore:
             return [row[0] for row in tx.all(CARDS_TO_POST, params)]
 
         return await self.database.run(body, READ_ONE)
+
+    async def adopt_card(self, approval_id: str, *, channel: str, ts: str) -> bool:
+        """Record a clicked card as the approval's card if it has none on record yet."""
+
+        def body(tx: Tx) -> bool:
+            return tx.execute(ADOPT_CARD, {"id": approval_id, "channel": channel, "ts": ts}) == 1
+
+        return await self.database.run(body, WRITE)
 
     async def set_card(self, approval_id: str, *, channel: str, ts: str) -> None:
         def body(tx: Tx) -> None:

@@ -165,6 +165,11 @@ CANCEL_UNRUNNABLE = (
     "WHERE id = :id AND status IN ('pending', 'approved') RETURNING run_id"
 )
 SET_CARD = "UPDATE approvals SET card_channel = :channel, card_ts = :ts WHERE id = :id"
+# A card someone clicked, for an approval with no card on record (its poster died after Slack
+# took the card and before its ts was stored): that message becomes the card.
+ADOPT_CARD = (
+    "UPDATE approvals SET card_channel = :channel, card_ts = :ts WHERE id = :id AND card_ts IS NULL"
+)
 _NO_LIVE_CARD_CLAIM = "(card_claimed_until IS NULL OR card_claimed_until < :now)"
 CLAIM_CARD = (
     "UPDATE approvals SET card_claimed_until = :until "
