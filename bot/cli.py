@@ -138,7 +138,7 @@ def _add_slack_commands(commands: Any) -> None:
     playground = commands.add_parser(
         "playground", help="the whole bot in a browser, offline: no Slack, no API key"
     )
-    playground.add_argument("--port", type=int, default=8080)
+    playground.add_argument("--port", type=tcp_port, default=8080)
     playground.add_argument("--host", default="127.0.0.1")
     playground.add_argument("--no-browser", action="store_true", help="do not open a browser")
     playground.add_argument("--model", default=None, help="an llm model id instead of the demo")

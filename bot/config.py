@@ -110,6 +110,10 @@ def load_config(
             data = tomllib.loads(resolved.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{resolved}: not valid TOML: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{resolved}: not UTF-8 text ({exc.reason})") from exc
+        except OSError as exc:  # a folder, no permission: the user's path, not our bug
+            raise ConfigError(f"{resolved}: cannot read it: {exc.strerror}") from exc
     elif explicit:
         raise ConfigError(f"{resolved}: no such configuration file")
     try:

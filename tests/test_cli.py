@@ -444,3 +444,24 @@ async def _deny_without_resuming(database_url: str, approval_id: str) -> None:
         )
     finally:
         await repo.close()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["approvals", "list", "--limit", "0"],
+        ["approvals", "list", "--limit", "-1"],
+        ["playground", "--port", "99999", "--no-browser"],
+        ["playground", "--port", "-5", "--no-browser"],
+    ],
+)
+def test_out_of_range_numbers_are_usage_errors(
+    config_file: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    # --limit -1 was a PostgreSQL traceback, --limit 0 said "No approvals are pending" while
+    # some were; a playground port out of range was a traceback from bind().
+    with pytest.raises(SystemExit) as exit_:
+        main(["--config", str(config_file), *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err

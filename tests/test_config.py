@@ -130,3 +130,18 @@ def test_the_cli_fails_at_start_with_one_message(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "approval_ttl" in err and "not a duration" in err
+
+
+@pytest.mark.parametrize("kind", ["a folder", "not UTF-8"])
+def test_a_config_file_that_cannot_be_read_is_a_configuration_error(
+    tmp_path: Path, kind: str
+) -> None:
+    # `--config /etc` or a file saved in another encoding: one message, not a traceback.
+    path = tmp_path / "bot.toml"
+    if kind == "a folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b'model = "\xff\xfe"\n')
+    with pytest.raises(ConfigError) as error:
+        load_config(path, environ={})
+    assert str(path) in str(error.value)
