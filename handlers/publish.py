@@ -15,9 +15,11 @@ nothing runs twice, and a click on either edits it to show the decision.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import timedelta
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -37,6 +39,10 @@ CardPlace = tuple[str, str]
 CARD_CLAIM = timedelta(minutes=1)
 # The sweeper leaves cards this young to the worker that paused the run.
 CARD_GRACE = timedelta(seconds=5)
+# What a Slack call can fail with: a refusal, or Slack out of reach (refused connection,
+# timeout) after the client's retries. Either is logged and never undoes database state,
+# nor stops the caller from resuming the run it claimed.
+SLACK_FAILURES = (SlackApiError, aiohttp.ClientError, asyncio.TimeoutError)
 
 
 class Publisher:
@@ -50,7 +56,7 @@ class Publisher:
             response = await self.client.chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=text
             )
-        except SlackApiError as exc:
+        except SLACK_FAILURES as exc:
             log.error("could not post progress in %s/%s: %s", channel, thread_ts, exc)
             return None
         return response.get("ts")
@@ -114,7 +120,7 @@ class Publisher:
                 await self.client.chat_postMessage(
                     channel=run.channel, thread_ts=run.thread_ts, text=chunk
                 )
-        except SlackApiError as exc:
+        except SLACK_FAILURES as exc:
             log.error(
                 "run %s: could not post to %s/%s: %s", run.id, run.channel, run.thread_ts, exc
             )
@@ -133,7 +139,7 @@ class Publisher:
                 text=text,
                 blocks=blocks,
             )
-        except SlackApiError as exc:
+        except SLACK_FAILURES as exc:
             log.error(
                 "approval %s: could not post its card to %s (it is still pending and listed "
                 "by /approvals; the sweeper tries again): %s",
@@ -174,7 +180,7 @@ class Publisher:
         for channel, ts in places:
             try:
                 await self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
-            except SlackApiError as exc:
+            except SLACK_FAILURES as exc:
                 log.error("approval %s: could not update its card: %s", approval_id, exc)
 
     async def ephemeral(
@@ -184,7 +190,7 @@ class Publisher:
             await self.client.chat_postEphemeral(
                 channel=channel, user=user, text=text, thread_ts=thread_ts
             )
-        except SlackApiError as exc:
+        except SLACK_FAILURES as exc:
             log.error("could not tell %s in %s: %s", user, channel, exc)
 
 

@@ -465,3 +465,28 @@ def test_out_of_range_numbers_are_usage_errors(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_slack_unreachable_does_not_strand_a_decision_or_a_cancel(
+    config_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found with real processes: `approvals decide` printed "Approved …", then a traceback
+    # from the card edit (Slack timed out) and exited 1, leaving the run it had claimed
+    # `resuming` until its lease ran out; `runs cancel` left the cards' buttons live.
+    cfg = ["--config", str(config_file)]
+    for service in ("web", "db"):
+        call = {"name": "restart_service", "arguments": {"service": service}}
+        run_cli(capsys, *cfg, "ask", json.dumps({"tool_calls": [call]}), "--as", "U0REQUESTER")
+    first, second = json.loads(run_cli(capsys, *cfg, "approvals", "list", "--json")[1])
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-unreachable")
+    monkeypatch.setenv("SLACK_API_URL", f"http://127.0.0.1:{free_port()}/api/")
+
+    code, out, err = run_cli(
+        capsys, *cfg, "approvals", "decide", first["id"], "--approve", "--as", "U0APPROVER1"
+    )
+    assert code == 0 and "Traceback" not in err, err
+    shown = json.loads(run_cli(capsys, *cfg, "runs", "show", first["run_id"], "--json")[1])
+    assert shown["status"] == "completed"
+
+    code, out, err = run_cli(capsys, *cfg, "runs", "cancel", second["run_id"], "--as", "U0OPS")
+    assert code == 0 and "cancelled" in out and "Traceback" not in err, err
