@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -21,11 +23,15 @@ from typing import Any, NoReturn
 from bot.clock import utcnow
 from bot.config import Config, ConfigError, load_config
 from bot.llm_setup import prepare_llm
-from bot.runner import DecisionRefused, Request, Runner, RunOutcome
+from bot.runner import DecisionRefused, Request, Runner, RunOutcome, default_worker_id
 from storage.models import Approval, Run
 from storage.repository import DatabaseUnavailable, PendingFilter, Repository
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # what shells report for a command stopped by Ctrl-C
+# Every runner of this process drives as one worker, so an interrupted command can release
+# exactly the leases it holds.
+WORKER_ID = default_worker_id()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -170,20 +176,69 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(config, host=args.host, port=args.port, socket_mode=args.socket_mode)
     command = _COMMANDS[(args.command, _subcommand(args))]
     try:
-        return asyncio.run(_with_repository(config, lambda repo: command(repo, config, args)))
+        code = asyncio.run(_interruptible(config, lambda repo: command(repo, config, args)))
     except DatabaseUnavailable as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if code == EXIT_INTERRUPTED:
+        # A tool cut off mid-call may still run in its thread, which the interpreter would
+        # wait for: its call is recorded as started and reported "outcome unknown", never
+        # run again, so stop now rather than let it finish unrecorded (as serve does).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _subcommand(args: argparse.Namespace) -> str:
     return getattr(args, f"{args.command}_command", "") or ""
 
 
+async def _interruptible(config: Config, body: Callable[[Repository], Awaitable[int]]) -> int:
+    """Run a command the way serve stops: the first Ctrl-C or SIGTERM lets the work in
+    flight (an approved tool running) finish and be recorded within ``shutdown_grace``; a
+    second one, or the end of the grace, stops at once and releases this process's leases."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(_with_repository(config, body))
+    grace = config.shutdown_grace.total_seconds()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            print(
+                f"approval-bot: finishing the work in flight (up to {grace:.0f}s); "
+                "press Ctrl-C again to stop now",
+                file=sys.stderr,
+            )
+            loop.call_later(grace, task.cancel)
+        else:
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Not on Windows, nor off the main thread (tests that call main() in a thread).
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal)
+    try:
+        return await task
+    except asyncio.CancelledError:  # stopped before the database was even open
+        return EXIT_INTERRUPTED
+
+
 async def _with_repository(config: Config, body: Callable[[Repository], Awaitable[int]]) -> int:
     repo = await Repository.open(config.database_url)
     try:
         return await body(repo)
+    except asyncio.CancelledError:
+        released = await repo.release_leases(WORKER_ID, now=utcnow())
+        print(
+            f"approval-bot: interrupted; released {len(released)} run(s) for a bot or "
+            "`approval-bot runs recover` to carry on (a tool cut off mid-call is reported "
+            "outcome unknown, never run again)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     finally:
         await repo.close()
 
@@ -195,7 +250,7 @@ async def _db_upgrade(repo: Repository, config: Config, args: argparse.Namespace
 
 
 async def _approvals_list(repo: Repository, config: Config, args: argparse.Namespace) -> int:
-    runner = Runner(repo, config)
+    runner = Runner(repo, config, worker_id=WORKER_ID)
     approvals, total = await repo.list_pending(
         PendingFilter(), now=runner.clock(), limit=args.limit
     )
@@ -231,7 +286,7 @@ def _slack_services(repo: Repository, runner: Runner, config: Config) -> Any:
 async def _approvals_decide(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     from handlers.decisions import after_expiry, resume_and_publish
 
-    runner = Runner(repo, config)
+    runner = Runner(repo, config, worker_id=WORKER_ID)
     slack = _slack_services(repo, runner, config)
 
     async def resume(run_id: str) -> None:
@@ -265,7 +320,7 @@ async def _approvals_decide(repo: Repository, config: Config, args: argparse.Nam
 async def _approvals_expire(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     from handlers.decisions import after_expiry
 
-    runner = Runner(repo, config)
+    runner = Runner(repo, config, worker_id=WORKER_ID)
     slack = _slack_services(repo, runner, config)
     outcomes = await runner.expire_due()
     for expiry in outcomes:
@@ -321,7 +376,7 @@ async def _runs_show(repo: Repository, config: Config, args: argparse.Namespace)
 
 
 async def _runs_cancel(repo: Repository, config: Config, args: argparse.Namespace) -> int:
-    runner = Runner(repo, config)
+    runner = Runner(repo, config, worker_id=WORKER_ID)
     reason = f"{args.reason} (by {args.actor})"
     if not await repo.cancel_run(args.run_id, reason=reason, actor=args.actor, now=runner.clock()):
         run = await repo.get_run(args.run_id)
@@ -343,7 +398,7 @@ async def _runs_recover(repo: Repository, config: Config, args: argparse.Namespa
     """One sweep, as every replica's sweeper makes: for when no bot is running."""
     from handlers.decisions import after_expiry, refresh_settled_cards, resume_and_publish
 
-    runner = Runner(repo, config)
+    runner = Runner(repo, config, worker_id=WORKER_ID)
     slack = _slack_services(repo, runner, config)
     expiries = await runner.expire_due()
     for expiry in expiries:
@@ -381,7 +436,7 @@ async def _runs_recover(repo: Repository, config: Config, args: argparse.Namespa
 
 
 async def _ask(repo: Repository, config: Config, args: argparse.Namespace) -> int:
-    runner = Runner(repo, config)
+    runner = Runner(repo, config, worker_id=WORKER_ID)
     outcome = await runner.start(
         Request(text=args.text, requester=args.actor, conversation_key=args.conversation)
     )

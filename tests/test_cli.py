@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -490,3 +493,90 @@ def test_slack_unreachable_does_not_strand_a_decision_or_a_cancel(
 
     code, out, err = run_cli(capsys, *cfg, "runs", "cancel", second["run_id"], "--as", "U0OPS")
     assert code == 0 and "cancelled" in out and "Traceback" not in err, err
+
+
+# -- Ctrl-C or SIGTERM while a CLI command runs an approved tool --------------------------
+
+SLOW_CONFIG = """
+model = "echo"
+tools = ["tests.ops_tools:slow_restart"]
+shutdown_grace = "20s"
+
+[policies.slow_restart]
+approvers = ["U0APPROVER1"]
+"""
+
+
+def _interrupted_decide(tmp_path: Path, signals: int) -> tuple[subprocess.CompletedProcess, str]:
+    """Pause a run on slow_restart, approve it from a real CLI process, and send it
+    ``signals`` SIGINTs once the tool has started. Returns the process and the run id."""
+    config = tmp_path / "slow.toml"
+    config.write_text(SLOW_CONFIG)
+    log = tmp_path / "tool.log"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SLACK_")},
+        "PYTHONPATH": str(ROOT),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
+        "LLM_USER_PATH": str(tmp_path / "llm"),
+        "LLM_LOAD_PLUGINS": "llm-echo",
+    }
+    cli = [sys.executable, "-m", "bot.cli", "--config", str(config)]
+    call = {"name": "slow_restart", "arguments": {"service": "db", "seconds": 3, "log": str(log)}}
+    prompt = json.dumps({"prompt": "restart db", "tool_calls": [call]})
+    ask = [*cli, "ask", prompt, "--as", "U0REQUESTER"]
+    subprocess.run(ask, env=env, cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    listed = subprocess.run(
+        [*cli, "approvals", "list", "--json"], env=env, cwd=tmp_path, capture_output=True
+    )
+    [approval] = json.loads(listed.stdout)
+    decide = subprocess.Popen(
+        [*cli, "approvals", "decide", approval["id"], "--approve", "--as", "U0APPROVER1"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for _ in range(600):
+        if log.exists() and "started db" in log.read_text():
+            break
+        time.sleep(0.05)
+    else:
+        decide.kill()
+        raise AssertionError("the tool never started")
+    for _ in range(signals):
+        decide.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+    out, err = decide.communicate(timeout=60)
+    return subprocess.CompletedProcess(decide.args, decide.returncode, out, err), approval["run_id"]
+
+
+def _stored(tmp_path: Path, run_id: str) -> tuple[str, bool, list[str]]:
+    """The run's status, whether its lease was released, its approvals' statuses."""
+    db = sqlite3.connect(tmp_path / "cli.db")
+    [status] = db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+    released = db.execute(
+        "SELECT count(*) FROM audit_events WHERE run_id = ? AND event = 'lease_released'",
+        (run_id,),
+    ).fetchone()[0]
+    approvals = [row[0] for row in db.execute("SELECT status FROM approvals")]
+    return status, released == 1, approvals
+
+
+def test_ctrl_c_during_a_tool_lets_it_finish_and_records_it(tmp_path: Path) -> None:
+    # Ctrl-C used to cancel the drive: a KeyboardInterrupt traceback, the tool's thread ran
+    # to its end anyway, and its result was never recorded (the approval stuck `executing`,
+    # the run held by the dead CLI until its lease ran out, then "outcome unknown").
+    result, run_id = _interrupted_decide(tmp_path, signals=1)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
+    assert _stored(tmp_path, run_id) == ("completed", False, ["executed"])
+
+
+def test_a_second_ctrl_c_stops_at_once_and_releases_the_run(tmp_path: Path) -> None:
+    result, run_id = _interrupted_decide(tmp_path, signals=2)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 130
+    assert "interrupted" in result.stderr
+    # Released at once (not a run_lease later): a bot or `runs recover` carries it on.
+    assert _stored(tmp_path, run_id) == ("running", True, ["executing"])
