@@ -509,6 +509,9 @@ class SlackServer:
         self.ack_timeout = ACK_TIMEOUT_SECONDS
 
         self.messages: list[Message] = []
+        # (channel, ts) -> message: lookups stay O(1) with the tens of thousands of messages a
+        # benchmark posts (a scan per Web API call made the double the bottleneck).
+        self._by_ts: dict[tuple[str, str], Message] = {}
         self.views: dict[str, OpenView] = {}
         self.calls: list[ApiCall] = []
         self.unknown_calls: list[ApiCall] = []
@@ -609,6 +612,10 @@ class SlackServer:
 
     def message(self, channel: str, ts: str) -> Message | None:
         """The message (ephemeral or not) with that ts in that channel, if it still exists."""
+        found = self._by_ts.get((channel, ts))
+        if found is not None:
+            return found
+        # Not posted through this server (a test appended it itself): look the slow way.
         return next((m for m in self.messages if m.channel == channel and m.ts == ts), None)
 
     def thread(self, channel: str, thread_ts: str) -> list[Message]:
@@ -656,6 +663,7 @@ class SlackServer:
         self.state_file = path
         if path.exists():
             self.messages = [Message(**fields) for fields in json.loads(path.read_text())]
+            self._by_ts = {(m.channel, m.ts): m for m in self.messages}
             stamps = [int(m.ts.replace(".", "")) for m in self.messages]
             self._last_ts_micros = max([self._last_ts_micros, *stamps])
 
@@ -711,6 +719,7 @@ class SlackServer:
             client_msg_id=client_msg_id,
         )
         self.messages.append(message)
+        self._by_ts[(channel, message.ts)] = message
         self._save_messages()
         return message
 
@@ -1091,10 +1100,12 @@ class SlackServer:
             raise _ApiError("invalid_payload")
         issued = self._use_response_url(url_id)
         source = issued.source
-        if source is not None and not any(m is source for m in self.messages):
+        if source is not None and self.message(source.channel, source.ts) is not source:
             source = None  # deleted meanwhile: nothing to replace
         if _truthy(body.get("delete_original")):
-            self.messages = [m for m in self.messages if m is not source]
+            if source is not None:
+                self.messages = [m for m in self.messages if m is not source]
+                del self._by_ts[(source.channel, source.ts)]
             return None
         text = str(body.get("text") or "")
         blocks = _check_blocks(body["blocks"]) if body.get("blocks") else []
