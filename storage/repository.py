@@ -190,6 +190,22 @@ class Repository(RunStore, ApprovalStore, EventStore):
 
         await self.database.run(body, WRITE, inline=False)
 
+    async def status_counts(self) -> dict[str, dict[str, int]]:
+        """How many runs and approvals are in each status (benchmarks check their outcome)."""
+
+        def body(tx: Tx) -> dict[str, dict[str, int]]:
+            return {
+                table: {
+                    str(status): int(count)
+                    for status, count in tx.all(
+                        f"SELECT status, COUNT(*) FROM {table} GROUP BY status"
+                    )
+                }
+                for table in ("runs", "approvals")
+            }
+
+        return await self.database.run(body, Mode.READ, inline=False)
+
 
 def _database_for_engine(engine: AsyncEngine) -> Database:
     if not is_sqlite(engine):

@@ -1,0 +1,562 @@
+"""Benchmark: resumes per second with one and two replicas, and memory while runs wait.
+
+1. Resume throughput. ``--runs`` paused runs (one gated ``restart_service`` call each) are
+   seeded through the bot itself: a mention per run, ``--in-flight`` runs in progress at a
+   time, until every card is posted. Then one Approve click per card, built and signed
+   beforehand, is sent over one client session as fast as the bots acknowledge (``--in-flight``
+   requests outstanding per replica; with two replicas the clicks alternate between them). A
+   resume counts when the run's answer is posted in its thread (the run is completed in the
+   database by then; both are checked at the end). Configurations: SQLite with one process;
+   PostgreSQL with one and with two replicas (a fresh database each).
+2. Memory. One ``serve`` process on each database; its resident set (``VmRSS``) and peak
+   (``VmHWM``) from ``/proc/PID/status`` with 0, 1,000, 5,000 and 10,000 paused runs, seeded
+   through it the same way. Paused runs live in the database, so both should stay flat.
+
+The bots are real ``approval-bot serve`` processes (``tests/serve_process.py``) with llm-echo
+as their model, so the model costs nothing; Slack is our Slack-compatible server, in this
+process, which also sends the load. Everything talks over 127.0.0.1 and every wait has a
+deadline, so the benchmark stops by itself.
+
+Run: ``.venv/bin/python bench/replicas.py [--runs 1000] [--rss-checkpoints 0,1000,5000,10000]
+[--postgres URL]`` (PostgreSQL parts are skipped without a URL, or
+``$APPROVAL_BOT_TEST_POSTGRES_URL``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-bench-"))
+
+import aiohttp
+import asyncpg
+
+from bench.slack_latency import percentile, postgres_database
+from playground.slack_server import Message, SlackServer
+from storage.repository import Repository
+from tests.serve_process import SECRET, ServedBot, served_bot
+
+CHANNEL = "C0OPS"
+APPROVER = "U0APPROVER1"
+CARD_SERVICE = re.compile(r"svc\d{5}")
+ANSWER_SERVICE = re.compile(r"restarted (svc\d{5})")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def service_name(i: int) -> str:
+    return f"svc{i:05d}"
+
+
+def mention_for(service: str) -> str:
+    """What llm-echo reads as 'call restart_service(service)', then echoes the result."""
+    call = {"name": "restart_service", "arguments": {"service": service}}
+    return "<@U0BOT> " + json.dumps({"prompt": "go", "tool_calls": [call]})
+
+
+# -- watching Slack ----------------------------------------------------------------------------
+
+
+@dataclass
+class SlackWatch:
+    """Cards and answers as they reach our Slack server, by service name.
+
+    It reads only what is new in the server's message and call logs each time, so watching
+    costs the same with 100 or 30,000 messages. Answer times are the server's own timestamps
+    of the ``chat.update`` that put the answer in the thread.
+    """
+
+    slack: SlackServer
+    cards: dict[str, Message] = field(default_factory=dict)
+    answers: dict[str, list[float]] = field(default_factory=dict)
+    last_call_at: float = 0.0
+    _seen_messages: int = 0
+    _seen_calls: int = 0
+    _waiting: dict[str, asyncio.Future[Message]] = field(default_factory=dict)
+
+    def poll(self) -> None:
+        messages, calls = self.slack.messages, self.slack.calls
+        for message in messages[self._seen_messages :]:
+            if any(b.get("block_id") == "approval_summary" for b in message.blocks):
+                found = CARD_SERVICE.search(json.dumps(message.blocks))
+                if found:
+                    self.cards[found.group()] = message
+                    waiter = self._waiting.pop(found.group(), None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(message)
+        self._seen_messages = len(messages)
+        for call in calls[self._seen_calls :]:
+            self.last_call_at = call.at
+            if call.method == "chat.update":
+                answered = ANSWER_SERVICE.search(str(call.args.get("text", "")))
+                if answered:
+                    self.answers.setdefault(answered.group(1), []).append(call.at)
+        self._seen_calls = len(calls)
+
+    async def card(self, service: str, timeout: float) -> Message:
+        if service not in self.cards:
+            waiter = self._waiting.setdefault(service, asyncio.get_running_loop().create_future())
+            await asyncio.wait_for(waiter, timeout)
+        return self.cards[service]
+
+    async def until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"gave up after {timeout:.0f} s waiting for {what}")
+            await asyncio.sleep(0.02)
+
+    async def quiet(self, seconds: float = 0.5, timeout: float = 60.0) -> None:
+        """Until the bots have made no Web API call for ``seconds`` (their work is done)."""
+        await self.until(
+            lambda: time.time() - self.last_call_at >= seconds, timeout, "the bots to settle"
+        )
+
+    @contextlib.asynccontextmanager
+    async def watching(self) -> AsyncIterator[SlackWatch]:
+        async def loop() -> None:
+            while True:
+                self.poll()
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(loop())
+        try:
+            yield self
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            self.poll()
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def replicas(count: int, database_url: str, workdir: Path) -> AsyncIterator[list[ServedBot]]:
+    """``count`` serve processes on one database, sharing one Slack; mentions go to the first."""
+    async with SlackServer(signing_secret=SECRET) as slack, contextlib.AsyncExitStack() as stack:
+        bots = [
+            await stack.enter_async_context(served_bot(database_url, workdir, slack=slack))
+            for _ in range(count)
+        ]
+        slack.bot_url = f"{bots[0].url}/slack/events"
+        yield bots
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (``/proc/PID/stat`` fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class BackendCpu:
+    """CPU time that the PostgreSQL backends serving one database spend while this is open.
+
+    Other work shares the server, so only backends connected to the benchmark's own scratch
+    database count. They are sampled every 0.2 s, since a backend's time disappears with it
+    when its connection closes (at most one interval of it is lost).
+    """
+
+    def __init__(self, database_url: str | None) -> None:
+        self.url = (
+            database_url.replace("postgresql+asyncpg://", "postgresql://") if database_url else None
+        )
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.last[pid] - self.first[pid] for pid in self.last)
+
+    async def __aenter__(self) -> BackendCpu:
+        if self.url is None or not self.url.startswith("postgresql://"):
+            return self
+        connection = await asyncpg.connect(self.url)
+        name = self.url.rsplit("/", 1)[1]
+        born_before = await self._sample(connection, name)
+        self.first = dict(born_before)
+
+        async def sampling() -> None:
+            try:
+                while True:
+                    await asyncio.sleep(0.2)
+                    for pid, cpu in (await self._sample(connection, name)).items():
+                        self.first.setdefault(pid, 0.0)  # connected during the measurement
+                        self.last[pid] = cpu
+            finally:
+                await connection.close()
+
+        self.last = dict(born_before)
+        self._task = asyncio.create_task(sampling())
+        return self
+
+    async def _sample(self, connection: Any, name: str) -> dict[int, float]:
+        rows = await connection.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            name,
+        )
+        found = {}
+        for row in rows:
+            with contextlib.suppress(OSError):
+                found[row["pid"]] = cpu_seconds(row["pid"])
+        return found
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            await asyncio.sleep(0.2)  # one more sample
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def machine_busy_seconds() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine so far, summed over its cores."""
+    ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks[:8]) - idle) / CLOCK_TICKS, sum(ticks[:8]) / CLOCK_TICKS
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """``VmRSS`` (resident now) and ``VmHWM`` (peak resident) in KiB."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0])
+    return found
+
+
+# -- seeding and clicking ----------------------------------------------------------------------
+
+
+async def seed_paused_runs(
+    slack: SlackServer, watch: SlackWatch, services: list[str], in_flight: int
+) -> float:
+    """Mention the bot once per service, ``in_flight`` runs in progress at a time, until each
+    run's card is posted; returns the seconds it took. Bounded in-flight work keeps the
+    bot's peak memory about what it holds, not about a backlog we piled on it."""
+    queue = list(reversed(services))
+    started = time.perf_counter()
+
+    async def slot() -> None:
+        while queue:
+            service = queue.pop()
+            reply = await slack.mention(f"U0REQ{service}", CHANNEL, mention_for(service))
+            if reply.status != 200:
+                raise RuntimeError(f"mention for {service} answered {reply.status}")
+            await watch.card(service, timeout=120)
+
+    await asyncio.gather(*(slot() for _ in range(in_flight)))
+    seconds = time.perf_counter() - started
+    await watch.quiet()  # the last cards' locations are stored too
+    return seconds
+
+
+@dataclass
+class Click:
+    service: str
+    body: bytes
+    headers: dict[str, str]
+    sent_at: float = 0.0
+    ack_seconds: float = 0.0
+
+
+def signed_click(slack: SlackServer, card: Message, service: str) -> Click:
+    """The Approve click on ``card`` as Slack would send it, signed now, sent later.
+
+    ``_prepare_click`` is the Slack server's own payload builder (``SlackServer.click`` builds
+    and sends in one step; a load generator must build first so signing is not timed).
+    """
+    payload, _trigger, _response_url = slack._prepare_click(
+        APPROVER, card, "approval_approve", None
+    )
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    timestamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": slack.sign(body, timestamp),
+    }
+    return Click(service=service, body=body, headers=headers)
+
+
+async def send_clicks(bots: list[ServedBot], clicks: list[Click], in_flight: int) -> None:
+    """Click ``i`` goes to replica ``i % len(bots)``; each replica has ``in_flight`` requests
+    outstanding, the next sent as soon as one is acknowledged. One client session for all."""
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def sender(url: str, queue: list[Click]) -> None:
+            while queue:
+                click = queue.pop()
+                click.sent_at = time.time()
+                async with session.post(url, data=click.body, headers=click.headers) as reply:
+                    await reply.read()
+                    if reply.status != 200:
+                        raise RuntimeError(f"click for {click.service} answered {reply.status}")
+                click.ack_seconds = time.time() - click.sent_at
+
+        senders = []
+        for index, bot in enumerate(bots):
+            queue = list(reversed(clicks[index :: len(bots)]))
+            senders += [sender(f"{bot.url}/slack/events", queue) for _ in range(in_flight)]
+        await asyncio.gather(*senders)
+
+
+# -- the two measurements ----------------------------------------------------------------------
+
+
+def milliseconds(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(statistics.median(values) * 1000, 1),
+        "p99": round(percentile(values, 99) * 1000, 1),
+    }
+
+
+async def resume_throughput(
+    label: str, database_url: str, workdir: Path, replica_count: int, runs: int, in_flight: int
+) -> dict[str, Any]:
+    services = [service_name(i) for i in range(runs)]
+    async with replicas(replica_count, database_url, workdir) as bots:
+        slack = bots[0].slack
+        watch = SlackWatch(slack)
+        async with watch.watching():
+            seed_seconds = await seed_paused_runs(slack, watch, services, in_flight)
+            clicks = [signed_click(slack, watch.cards[s], s) for s in services]
+            load_before = os.getloadavg()[0]
+            async with BackendCpu(database_url) as postgres:
+                bot_cpu = [cpu_seconds(bot.process.pid) for bot in bots]
+                own_cpu = time.process_time()
+                machine = machine_busy_seconds()
+                window = time.monotonic()
+                await send_clicks(bots, clicks, in_flight)
+                await watch.until(
+                    lambda: len(watch.answers) == runs,
+                    timeout=max(120.0, runs * 0.5),
+                    what=f"{runs} answers",
+                )
+                bot_cpu = [
+                    cpu_seconds(b.process.pid) - c for b, c in zip(bots, bot_cpu, strict=True)
+                ]
+                own_cpu = time.process_time() - own_cpu
+                busy, every = (a - b for a, b in zip(machine_busy_seconds(), machine, strict=True))
+                window = time.monotonic() - window
+            load_after = os.getloadavg()[0]
+            await watch.quiet()
+        repo = await Repository.open(database_url, upgrade=False)
+        try:
+            counts = await repo.status_counts()
+        finally:
+            await repo.close()
+    first_sent = min(c.sent_at for c in clicks)
+    last_ack = max(c.sent_at + c.ack_seconds for c in clicks)
+    answered_at = {s: times[0] for s, times in watch.answers.items()}
+    elapsed = max(answered_at.values()) - first_sent
+    problems = check_outcome(runs, watch, counts)
+    return {
+        "configuration": label,
+        "runs": runs,
+        "seed_seconds": round(seed_seconds, 1),
+        "resumes_per_second": round(runs / elapsed, 1),
+        "seconds_for_all": round(elapsed, 2),
+        "clicks_acknowledged_in_seconds": round(last_ack - first_sent, 2),
+        "ack_ms": milliseconds([c.ack_seconds for c in clicks]),
+        "click_to_answer_ms": milliseconds([answered_at[c.service] - c.sent_at for c in clicks]),
+        "bot_cpu_ms_per_resume": round(sum(bot_cpu) / runs * 1000, 2),
+        "bot_cpu_share_per_replica": [round(c / elapsed, 2) for c in bot_cpu],
+        "benchmark_process_cpu_ms_per_resume": round(own_cpu / runs * 1000, 2),
+        "postgres_cpu_ms_per_resume": round(postgres.seconds / runs * 1000, 2),
+        "machine_busy_cores": round(busy / every * (os.cpu_count() or 1), 2),
+        # What else ran meanwhile (other users' work): busy cores less ours.
+        "other_work_cores": round(
+            busy / every * (os.cpu_count() or 1)
+            - (sum(bot_cpu) + own_cpu + postgres.seconds) / window,
+            2,
+        ),
+        "load_average_1m": [round(load_before, 2), round(load_after, 2)],
+        "database_counts": counts,
+        "problems": problems,
+    }
+
+
+def check_outcome(runs: int, watch: SlackWatch, counts: dict[str, dict[str, int]]) -> list[str]:
+    """Every run answered once and completed; every approval executed once."""
+    problems = []
+    twice = [s for s, times in watch.answers.items() if len(times) > 1]
+    if twice:
+        problems.append(f"{len(twice)} runs answered more than once, e.g. {twice[:3]}")
+    if counts["runs"] != {"completed": runs}:
+        problems.append(f"runs by status: {counts['runs']}")
+    if counts["approvals"] != {"executed": runs}:
+        problems.append(f"approvals by status: {counts['approvals']}")
+    return problems
+
+
+async def memory_while_paused(
+    label: str, database_url: str, workdir: Path, checkpoints: list[int], in_flight: int
+) -> dict[str, Any]:
+    """One process's memory with more and more paused runs held (in the database)."""
+    rows = []
+    async with replicas(1, database_url, workdir) as bots:
+        bot, slack = bots[0], bots[0].slack
+        watch = SlackWatch(slack)
+        async with watch.watching():
+            seeded = 0
+            for target in checkpoints:
+                services = [service_name(i) for i in range(seeded, target)]
+                seconds = await seed_paused_runs(slack, watch, services, in_flight)
+                seeded = target
+                await asyncio.sleep(1.0)
+                memory = memory_kib(bot.process.pid)
+                rows.append(
+                    {
+                        "paused_runs": target,
+                        "rss_mib": round(memory["VmRSS"] / 1024, 1),
+                        "peak_rss_mib": round(memory["VmHWM"] / 1024, 1),
+                        "seed_seconds": round(seconds, 1),
+                    }
+                )
+                print(f"  {label}: {rows[-1]}", file=sys.stderr)
+        repo = await Repository.open(database_url, upgrade=False)
+        try:
+            counts = await repo.status_counts()
+        finally:
+            await repo.close()
+    if counts["runs"] != {"paused": seeded}:
+        raise RuntimeError(f"{label}: expected {seeded} paused runs, found {counts['runs']}")
+    return {"configuration": label, "checkpoints": rows}
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def print_report(
+    throughput: list[dict[str, Any]], memory: list[dict[str, Any]], load: list[float]
+) -> None:
+    before, after = (", ".join(f"{n:.2f}" for n in sample) for sample in (load[:3], load[3:]))
+    print(f"\n{os.cpu_count()} cores; load average (1, 5, 15 min): {before} before, {after} after")
+    print(
+        "\n| configuration | runs | resumes/s | all resumed in | click ack p50 / p99 "
+        "| click→answer p50 / p99 | CPU per resume: bots / PostgreSQL / Slack and load "
+        "| other work (cores) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for row in throughput:
+        ack, answer = row["ack_ms"], row["click_to_answer_ms"]
+        print(
+            f"| {row['configuration']} | {row['runs']:,} | {row['resumes_per_second']} "
+            f"| {row['seconds_for_all']} s | {ack['p50']} / {ack['p99']} ms "
+            f"| {answer['p50']:,} / {answer['p99']:,} ms "
+            f"| {row['bot_cpu_ms_per_resume']} / {row['postgres_cpu_ms_per_resume']} / "
+            f"{row['benchmark_process_cpu_ms_per_resume']} ms | {row['other_work_cores']} |"
+        )
+    by_label = {row["configuration"]: row for row in throughput}
+    one, two = by_label.get("PostgreSQL, 1 replica"), by_label.get("PostgreSQL, 2 replicas")
+    if one and two:
+        speedup = two["resumes_per_second"] / one["resumes_per_second"]
+        verdict = "met" if speedup >= 1.6 else "not met"
+        print(f"\nSpeed-up from 1 to 2 replicas: {speedup:.2f}x (goal >= 1.6x: {verdict})")
+    for row in throughput:
+        if row["problems"]:
+            print(f"\nPROBLEMS in {row['configuration']}: {row['problems']}")
+    for entry in memory:
+        print(f"\n{entry['configuration']}: one serve process")
+        print("| paused runs | VmRSS | VmHWM (peak) |")
+        print("| --- | --- | --- |")
+        for point in entry["checkpoints"]:
+            print(
+                f"| {point['paused_runs']:,} | {point['rss_mib']} MiB "
+                f"| {point['peak_rss_mib']} MiB |"
+            )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000, help="paused runs to resume")
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=8,
+        help="clicks outstanding per replica; runs in progress while seeding",
+    )
+    parser.add_argument(
+        "--rss-checkpoints",
+        default="0,1000,5000,10000",
+        help="paused-run counts at which memory is read; empty to skip",
+    )
+    parser.add_argument(
+        "--throughput",
+        default="sqlite,postgres1,postgres2",
+        help="which resume measurements to make (sqlite, postgres1, postgres2); empty to skip",
+    )
+    parser.add_argument("--postgres", default=os.environ.get("APPROVAL_BOT_TEST_POSTGRES_URL"))
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    checkpoints = [int(n) for n in args.rss_checkpoints.split(",") if n.strip()]
+    wanted = {name.strip() for name in args.throughput.split(",")}
+
+    load = list(os.getloadavg())
+    throughput: list[dict[str, Any]] = []
+    memory: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+
+        async def measure_on(label: str, database: str, replica_count: int) -> None:
+            print(f"{label}: seeding {args.runs} paused runs, then resuming…", file=sys.stderr)
+            row = await resume_throughput(
+                label, database, workdir, replica_count, args.runs, args.in_flight
+            )
+            print(f"  {json.dumps(row)}", file=sys.stderr)
+            throughput.append(row)
+
+        if "sqlite" in wanted:
+            await measure_on("SQLite, 1 process", f"sqlite:///{workdir / 'resume.db'}", 1)
+        for replica_count in (1, 2):
+            if f"postgres{replica_count}" in wanted and args.postgres:
+                label = f"PostgreSQL, {replica_count} replica{'s' if replica_count > 1 else ''}"
+                async with postgres_database(args.postgres) as url:
+                    await measure_on(label, url, replica_count)
+        if checkpoints:
+            print(f"memory: seeding up to {checkpoints[-1]} paused runs…", file=sys.stderr)
+            memory.append(
+                await memory_while_paused(
+                    "SQLite",
+                    f"sqlite:///{workdir / 'memory.db'}",
+                    workdir,
+                    checkpoints,
+                    args.in_flight,
+                )
+            )
+            if args.postgres:
+                async with postgres_database(args.postgres) as url:
+                    memory.append(
+                        await memory_while_paused(
+                            "PostgreSQL", url, workdir, checkpoints, args.in_flight
+                        )
+                    )
+    load += os.getloadavg()
+    print_report(throughput, memory, load)
+    if args.json:
+        figures = {"throughput": throughput, "memory": memory, "load_average": load}
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
