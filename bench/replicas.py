@@ -473,6 +473,9 @@ def print_report(
         speedup = two["resumes_per_second"] / one["resumes_per_second"]
         verdict = "met" if speedup >= 1.6 else "not met"
         print(f"\nSpeed-up from 1 to 2 replicas: {speedup:.2f}x (goal >= 1.6x: {verdict})")
+        print(
+            f"Most this machine allows, from the CPU each resume costs: {cpu_bound(one, two):.2f}x"
+        )
     for row in throughput:
         if row["problems"]:
             print(f"\nPROBLEMS in {row['configuration']}: {row['problems']}")
@@ -485,6 +488,25 @@ def print_report(
                 f"| {point['paused_runs']:,} | {point['rss_mib']} MiB "
                 f"| {point['peak_rss_mib']} MiB |"
             )
+
+
+def cpu_bound(one: dict[str, Any], two: dict[str, Any]) -> float:
+    """The speed-up the machine's cores allow, were nothing else running on them.
+
+    One replica can use at most one core; the Slack double, the load and PostgreSQL share
+    the machine with the replicas. Per resume: bots ``b``, everything else ``o`` (ms of CPU).
+    """
+    cores = os.cpu_count() or 1
+
+    def per_resume(row: dict[str, Any]) -> tuple[float, float]:
+        other = row["postgres_cpu_ms_per_resume"] + row["benchmark_process_cpu_ms_per_resume"]
+        return row["bot_cpu_ms_per_resume"], other
+
+    b1, o1 = per_resume(one)
+    b2, o2 = per_resume(two)
+    one_replica = min(1000 / b1, cores * 1000 / (b1 + o1))
+    two_replicas = min(2 * 1000 / b2, cores * 1000 / (b2 + o2))
+    return two_replicas / one_replica
 
 
 async def main() -> None:
