@@ -3,10 +3,11 @@
 1. Resume throughput. ``--runs`` paused runs (one gated ``restart_service`` call each) are
    seeded through the bot itself: a mention per run, ``--in-flight`` runs in progress at a
    time, until every card is posted. Then one Approve click per card, built and signed
-   beforehand, is sent over one client session as fast as the bots acknowledge (``--in-flight``
-   requests outstanding per replica; with two replicas the clicks alternate between them). A
-   resume counts when the run's answer is posted in its thread (the run is completed in the
-   database by then; both are checked at the end). Configurations: SQLite with one process;
+   beforehand, is sent over one client session (with two replicas the clicks alternate
+   between them), ``--clicks-in-flight`` runs per replica clicked and not yet answered (see
+   :func:`approve_all` for why not as fast as acknowledged). A resume counts when the
+   run's answer is posted in its thread (the run is completed in the database by then; both
+   are checked at the end). Configurations: SQLite with one process;
    PostgreSQL with one and with two replicas (a fresh database each).
 2. Memory. One ``serve`` process on each database; its resident set (``VmRSS``) and peak
    (``VmHWM``) from ``/proc/PID/status`` with 0, 1,000, 5,000 and 10,000 paused runs, seeded
