@@ -632,20 +632,36 @@ class PostgresDatabase:
             return await conn.run_sync(_run_postgres, body)
 
     async def _run_until(self, body: Callable[[Tx], T], deadline: float) -> T:
-        """In a transaction whose lock waits and statements the server ends at the deadline."""
+        """In a transaction whose lock waits and statements the server ends at the deadline.
+
+        The client's own timeout (for a server that does not answer at all) bounds taking a
+        connection, BEGIN and the body, never COMMIT: a COMMIT the client stops waiting for
+        may still commit on the server (a busy event loop is enough), and the caller would
+        answer "not recorded, try again" for a stored decision. Once sent, COMMIT is waited
+        for; the server's ``statement_timeout`` still bounds it, and a COMMIT the server
+        cancels has committed nothing, so DatabaseBusy stays true.
+        """
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DatabaseBusy("the time limit passed before the transaction could start")
         limit_ms = str(max(int(remaining * 1000), 1))
         try:
-            async with asyncio.timeout(remaining + PG_UNRESPONSIVE_GRACE):
+            async with asyncio.timeout(remaining + PG_UNRESPONSIVE_GRACE) as client_timeout:
                 async with self._engine.begin() as conn:
-                    await conn.exec_driver_sql(
-                        "SELECT set_config('lock_timeout', $1, true), "
-                        "set_config('statement_timeout', $1, true)",
-                        (limit_ms,),
-                    )
-                    return await conn.run_sync(_run_postgres, body)
+                    try:
+                        await conn.exec_driver_sql(
+                            "SELECT set_config('lock_timeout', $1, true), "
+                            "set_config('statement_timeout', $1, true)",
+                            (limit_ms,),
+                        )
+                        result = await conn.run_sync(_run_postgres, body)
+                    except asyncio.CancelledError:
+                        # Cut off mid-transaction: the connection's state is unknown, so it
+                        # never goes back to the pool.
+                        await conn.invalidate()
+                        raise
+                    client_timeout.reschedule(None)  # COMMIT, on leaving the block, is awaited
+                    return result
         except DBAPIError as exc:
             if getattr(exc.orig, "sqlstate", None) in PG_TIMEOUTS:
                 raise DatabaseBusy(f"the database did not answer in time: {exc.orig}") from exc

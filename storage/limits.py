@@ -4,7 +4,9 @@
 transaction either commits within the limit or raises :class:`DatabaseBusy` having committed
 nothing. :mod:`storage.db` applies the deadline per database: on SQLite a transaction waits
 for the write lock only until then (a busy timeout for that one transaction) and never starts
-once abandoned; on PostgreSQL ``lock_timeout`` and ``statement_timeout`` end it.
+once abandoned; on PostgreSQL ``lock_timeout`` and ``statement_timeout`` end it, and the client
+gives up on a server that does not answer, but never while COMMIT is in flight: it waits for
+the COMMIT's outcome, which may come slightly after the limit, so the answer stays true.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ DATABASE_FAILURES: tuple[type[BaseException], ...] = (
 )
 
 # PostgreSQL: how much longer than the limit the client waits before giving up on a server
-# that does not answer at all (the server-side timeouts normally end the transaction first).
+# that does not answer at all (the server-side timeouts normally end the transaction first);
+# never applied to COMMIT.
 PG_UNRESPONSIVE_GRACE = 1.0
 
 # (task, monotonic deadline) of the innermost time_limit; only that task is bound by it, so
