@@ -113,7 +113,7 @@ async def resume_and_publish(services: Services, run_id: str) -> RunOutcome | No
     run = await services.repo.get_run(run_id)
     if run is None:
         return None
-    progress = await services.publisher.progress(run.channel, run.thread_ts, RESUMING)
+    progress = await services.publisher.run_progress(run, RESUMING)
     outcome = await services.runner.resume(run_id)
     await services.publisher.outcome(outcome, progress_ts=progress)
     await refresh_settled_cards(services, run_id)

@@ -28,6 +28,7 @@ from handlers.decisions import (
     LOOKUP_FAILED,
     approval_clicked_here,
     decide_from_slack,
+    refresh_settled_cards,
 )
 from handlers.services import Services
 from storage.models import Run
@@ -138,9 +139,11 @@ async def tell_how(services: Services, request: Request) -> None:
 
 async def drive_request(services: Services, run: Run) -> None:
     """Drive a stored request and answer in its thread (after Slack got its 200)."""
-    progress = await services.publisher.progress(run.channel, run.thread_ts)
+    progress = await services.publisher.run_progress(run)
     outcome = await services.runner.drive(run)
     await services.publisher.outcome(outcome, progress_ts=progress)
+    if outcome.status in ("failed", "cancelled"):
+        await refresh_settled_cards(services, run.id)  # the approvals it left are cancelled
 
 
 # -- buttons and the modal ---------------------------------------------------------------

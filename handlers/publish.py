@@ -61,11 +61,35 @@ class Publisher:
             return None
         return response.get("ts")
 
+    async def run_progress(self, run: Run, text: str = WORKING) -> str | None:
+        """The run's progress message, stored on the run so that whoever publishes its
+        outcome replaces it (another replica too, after this one died). A progress message
+        still on record (its worker died before an outcome replaced it) is reused."""
+        stored = await self._stored_progress(run)
+        if stored is not None:
+            try:
+                await self.client.chat_update(channel=run.channel, ts=stored, text=text, blocks=[])
+                return stored
+            except SLACK_FAILURES as exc:
+                log.error("run %s: could not update its progress message: %s", run.id, exc)
+        ts = await self.progress(run.channel, run.thread_ts, text)
+        if ts is not None:
+            await self.repo.set_progress(run.id, ts)
+        return ts
+
+    async def _stored_progress(self, run: Run) -> str | None:
+        current = await self.repo.get_run(run.id)
+        return current.progress_ts if current is not None else None
+
     async def outcome(self, outcome: RunOutcome, *, progress_ts: str | None = None) -> None:
         """Tell the thread where the run stands; post a card for each new approval."""
         run = outcome.run
         if run is None or not run.channel:
             return
+        if progress_ts is None and outcome.status != "busy":
+            # A run taken over (or resumed) elsewhere: the progress message its first worker
+            # posted is on record. A busy answer is about another request: it posts anew.
+            progress_ts = await self._stored_progress(run)
         if outcome.status == "completed":
             await self._say(
                 run, outcome.answer or "(The agent finished without an answer.)", progress_ts
@@ -99,7 +123,12 @@ class Publisher:
             )
 
     async def run_cancelled(self, run: Run, reason: str) -> None:
-        await self._say(run, f":octagonal_sign: Stopped: {escape(reason)}", None, escape_text=False)
+        await self._say(
+            run,
+            f":octagonal_sign: Stopped: {escape(reason)}",
+            await self._stored_progress(run),
+            escape_text=False,
+        )
 
     async def _say(
         self, run: Run, text: str, progress_ts: str | None, *, escape_text: bool = True
@@ -124,6 +153,9 @@ class Publisher:
             log.error(
                 "run %s: could not post to %s/%s: %s", run.id, run.channel, run.thread_ts, exc
             )
+            return
+        if progress_ts:
+            await self.repo.clear_progress(run.id, progress_ts)
 
     async def post_card(self, approval_id: str) -> None:
         """Post a pending approval's card once: claim it, post it, record where it is."""

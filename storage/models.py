@@ -58,6 +58,9 @@ class Run(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     updated_at: Mapped[datetime] = mapped_column(DateTime)
+    # The thread's "Working on it…" message, until an outcome replaces it: stored, so that
+    # whoever publishes the outcome (another replica after a crash too) edits it in place.
+    progress_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 CARD_OUTBOX = "status = 'pending' AND card_ts IS NULL"

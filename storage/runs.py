@@ -21,6 +21,7 @@ from storage.rows import APPROVALS, RUNS
 from storage.statements import (
     APPROVALS_FOR_TURN,
     CLAIM_EVENT,
+    CLEAR_PROGRESS,
     CONTINUE_RUN,
     FINISH_RUN_KEEP_HISTORY,
     FINISH_RUN_WITH_HISTORY,
@@ -34,6 +35,7 @@ from storage.statements import (
     RETAG_STILL_PENDING,
     RUN_BY_ID,
     RUN_BY_KEY,
+    SET_PROGRESS,
     STALE_RUNS,
     START_RESUMED_RUN,
     STRANDED_RUNS,
@@ -42,6 +44,7 @@ from storage.statements import (
     audit,
     audit_row,
     cancel_paused_run,
+    cancel_unfinished_approvals,
     claim_resume,
     lock_run,
     run_busy,
@@ -138,6 +141,7 @@ class RunStore:
                     "lease_expires_at": lease_until,
                     "created_at": now,
                     "updated_at": now,
+                    "progress_ts": None,
                 }
                 if tx.execute(INSERT_RUN, RUNS.params(values)) != 1:
                     raise run_busy(tx, conversation_key)  # another replica just started it
@@ -165,6 +169,7 @@ class RunStore:
                 lease_owner=worker,
                 lease_expires_at=lease_until,
                 updated_at=now,
+                progress_ts=None,
             )
             if tx.execute(CONTINUE_RUN, RUNS.params(values)) != 1:
                 raise run_busy(tx, conversation_key)  # another replica continued it first
@@ -329,6 +334,8 @@ class RunStore:
             if tx.execute(sql, params) != 1:
                 raise LeaseLost(run_id)
             audit(tx, now, f"run_{status}", run_id=run_id, error=error)
+            if status in ("failed", "cancelled"):
+                cancel_unfinished_approvals(tx, run_id, f"the run {status}: {error}", now)
 
         await self.database.run(body, WRITE)
 
@@ -419,5 +426,23 @@ class RunStore:
             return cancelled
 
         return await self.database.run(body, WRITE)
+
+    # -- the progress message ------------------------------------------------------------
+
+    async def set_progress(self, run_id: str, ts: str) -> None:
+        """Record the run's progress message, which the run's next outcome replaces."""
+
+        def body(tx: Tx) -> None:
+            tx.execute(SET_PROGRESS, {"id": run_id, "ts": ts})
+
+        await self.database.run(body, WRITE)
+
+    async def clear_progress(self, run_id: str, ts: str) -> None:
+        """The progress message ``ts`` was replaced by an outcome: the next one posts anew."""
+
+        def body(tx: Tx) -> None:
+            tx.execute(CLEAR_PROGRESS, {"id": run_id, "ts": ts})
+
+        await self.database.run(body, WRITE)
 
     # -- approvals ---------------------------------------------------------------------

@@ -23,9 +23,12 @@ INSERT_RUN = insert_sql(RUNS, "runs", " ON CONFLICT (conversation_key) DO NOTHIN
 CONTINUE_RUN = (
     "UPDATE runs SET status = 'running', requester = :requester, model_id = :model_id, "
     "history = :history, turn = :turn, answer = NULL, error = NULL, lease_owner = :lease_owner, "
-    "lease_expires_at = :lease_expires_at, updated_at = :updated_at "
+    "lease_expires_at = :lease_expires_at, updated_at = :updated_at, progress_ts = NULL "
     f"WHERE id = :id AND status IN ({_FINISHED})"
 )
+SET_PROGRESS = "UPDATE runs SET progress_ts = :ts WHERE id = :id"
+# Only the message that was replaced: a newer progress message (a later resume) stays.
+CLEAR_PROGRESS = "UPDATE runs SET progress_ts = NULL WHERE id = :id AND progress_ts = :ts"
 RENEW_LEASE = (
     "UPDATE runs SET lease_expires_at = :lease_until WHERE id = :id AND lease_owner = :worker"
 )
@@ -100,6 +103,15 @@ CANCEL_PAUSED_RUN = (
 CANCEL_PENDING_APPROVALS = (
     "UPDATE approvals SET status = 'cancelled', reason = :reason, decided_at = :now "
     "WHERE run_id = :run_id AND status = 'pending'"
+)
+# A run that ended failed or cancelled runs none of its calls any more: an approved call
+# not yet started, or one still waiting, is cancelled, not left "approved" for ever. The
+# reason goes to ``result`` (as for every cancelled approved call): ``reason`` keeps the
+# approver's words.
+CANCEL_UNFINISHED_APPROVALS = (
+    "UPDATE approvals SET status = 'cancelled', result = :reason, "
+    "decided_at = COALESCE(decided_at, :now) "
+    "WHERE run_id = :run_id AND status IN ('pending', 'approved') RETURNING id"
 )
 
 APPROVAL_BY_ID = f"SELECT {APPROVALS.columns} FROM approvals WHERE id = :id"
@@ -248,7 +260,17 @@ def cancel_paused_run(tx: Tx, run_id: str, reason: str, now: datetime) -> bool:
         return False
     tx.execute(CANCEL_PENDING_APPROVALS, params)
     audit(tx, now, "run_cancelled", run_id=run_id, reason=reason)
+    cancel_unfinished_approvals(tx, run_id, f"the run was cancelled: {reason}", now)
     return True
+
+
+def cancel_unfinished_approvals(tx: Tx, run_id: str, reason: str, now: datetime) -> list[str]:
+    """Cancel (audited) the approvals a failed or cancelled run leaves approved or pending."""
+    params = {"run_id": run_id, "reason": reason, "now": now}
+    cancelled = [row[0] for row in tx.all(CANCEL_UNFINISHED_APPROVALS, params)]
+    for approval_id in cancelled:
+        audit(tx, now, "approval_cancelled", run_id=run_id, approval_id=approval_id, reason=reason)
+    return cancelled
 
 
 def run_busy(tx: Tx, conversation_key: str) -> RunBusy:
