@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from storage.db import Database, Mode, Tx, json_text
+from storage.limits import DATABASE_FAILURES
 from storage.models import Approval, Run
 from storage.records import (
     FINISHED_RUN_STATUSES,
@@ -50,6 +52,8 @@ from storage.statements import (
     run_busy,
 )
 from storage.values import storable
+
+log = logging.getLogger(__name__)
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
 
@@ -330,14 +334,22 @@ class RunStore:
             params["history"] = json_text(history)
             sql = FINISH_RUN_WITH_HISTORY
 
-        def body(tx: Tx) -> None:
+        def body(tx: Tx, *, settle_approvals: bool = True) -> None:
             if tx.execute(sql, params) != 1:
                 raise LeaseLost(run_id)
             audit(tx, now, f"run_{status}", run_id=run_id, error=error)
-            if status in ("failed", "cancelled"):
+            if settle_approvals and status in ("failed", "cancelled"):
                 cancel_unfinished_approvals(tx, run_id, f"the run {status}: {error}", now)
 
-        await self.database.run(body, WRITE)
+        try:
+            await self.database.run(body, WRITE)
+        except DATABASE_FAILURES as exc:
+            if status not in ("failed", "cancelled"):
+                raise
+            # The run's end must be recorded even when its approvals cannot be written (the
+            # failure it reports may be that very table): end it alone, and say so.
+            log.error("run %s: its approvals could not be cancelled with it: %s", run_id, exc)
+            await self.database.run(lambda tx: body(tx, settle_approvals=False), WRITE)
 
     async def start_resumed_run(
         self,
