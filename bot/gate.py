@@ -24,9 +24,12 @@ copies into the tasks that run sibling calls concurrently.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import dataclasses
 import inspect
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -107,16 +110,55 @@ def wrap_tools(tools: list[llm.Tool], policy_for: Callable[[str], Policy | None]
     ]
 
 
+def _call_arguments(tool: llm.Tool, tool_call: llm.ToolCall) -> dict[str, Any]:
+    assert tool.implementation is not None
+    arguments = dict(tool_call.arguments)
+    if "llm_tool_call" in inspect.signature(tool.implementation).parameters:
+        arguments["llm_tool_call"] = tool_call
+    return arguments
+
+
 async def call_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
     """Call the original implementation the way llm would, sync ones off the event loop."""
     implementation = tool.implementation
     assert implementation is not None
-    arguments = dict(tool_call.arguments)
-    if "llm_tool_call" in inspect.signature(implementation).parameters:
-        arguments["llm_tool_call"] = tool_call
+    arguments = _call_arguments(tool, tool_call)
     if inspect.iscoroutinefunction(implementation):
         return await implementation(**arguments)
     result = await asyncio.to_thread(implementation, **arguments)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+async def call_approved_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
+    """Call an approved tool now: its ``executing`` record is committed, so it must start.
+
+    A sync tool gets a thread of its own rather than the default pool's: a call waiting in
+    that pool's queue (its threads busy with other tools) would be recorded as started while
+    it is not, reported "outcome unknown" if the process died meanwhile, and could start
+    after its approval expired. A new thread has no queue; ``start()`` returns once it runs.
+    The database work stays on the event loop (a worker thread blocking on it could wait
+    for the very pool it occupies). Gated calls are few (each waited for a human), so a
+    thread each costs nothing that matters.
+    """
+    implementation = tool.implementation
+    assert implementation is not None
+    arguments = _call_arguments(tool, tool_call)
+    if inspect.iscoroutinefunction(implementation):
+        return await implementation(**arguments)
+    context = contextvars.copy_context()
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    future.set_running_or_notify_cancel()  # started: a cancelled drive cannot unstart it
+
+    def run() -> None:
+        try:
+            future.set_result(context.run(implementation, **arguments))
+        except BaseException as exc:  # handed to the awaiting drive, as to_thread does
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=f"approval-bot-tool-{tool.name}").start()
+    result = await asyncio.wrap_future(future)
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -294,7 +336,7 @@ async def _execute(
         return await _not_started(turn, approval, now)
     failpoint("execution_started")
     try:
-        result = await call_tool(tool, tool_call)
+        result = await call_approved_tool(tool, tool_call)
     except Exception as exc:
         await turn.repo.record_execution(
             approval.id, result=f"Error: {exc}", failed=True, now=turn.clock()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -422,8 +424,9 @@ async def test_a_follow_up_after_a_failed_run_answers_every_call(
     seen = ScriptedModel.seen[-1]
     assert unanswered_calls(seen) == []
     result = tool_results_in(seen)["restart_service"]
-    assert result.startswith("Not run: the run stopped before this call ran")
-    assert "storage is on fire" in result
+    # The failed run cancelled its approved call (B): the model reads why it never ran.
+    assert result.startswith("Cancelled: the run failed: Stopped by an error")
+    assert "storage is on fire" in result and result.endswith("The call was not run.")
     run = await repo.get_run(paused.run_id)
     assert run is not None and unanswered_calls(run.history) == []
 
@@ -463,3 +466,36 @@ async def test_a_follow_up_after_a_cancelled_run_answers_every_call(
     results = tool_results_in(seen)
     assert results["get_status"] == "db is healthy"
     assert results["restart_service"] == ("Cancelled: wrong service. The call was not run.")
+
+
+# -- an approved call is recorded as started only when it starts -----------------------------
+
+
+async def test_an_approved_sync_call_starts_even_when_every_pool_thread_is_busy(
+    runner: Runner, repo: Repository
+) -> None:
+    """The gate records ``executing`` and the sync tool must start right then: not wait in
+    the default thread pool's queue, where a process that died (or whose shutdown grace
+    ended) would leave it "outcome unknown" though it never started, and where it could
+    start after its approval expired."""
+    paused = await runner.start(request(calls(("restart_service", {"service": "db"}))))
+    [approval] = paused.new_approvals
+    assert (await runner.decide(approval.id, actor="U0APPROVER1", approve=True)).resume_claimed
+
+    # Every thread of the default pool is taken (by other tools, say) until we let it go.
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(1)
+    loop.set_default_executor(pool)
+    busy = threading.Event()
+    occupied = loop.run_in_executor(None, busy.wait)
+    try:
+        # Before: ``executing`` was committed, then the call waited behind the busy pool.
+        resumed = await asyncio.wait_for(runner.resume(paused.run_id), timeout=30)
+    finally:
+        busy.set()
+        await occupied
+
+    assert resumed.status == "completed"
+    assert executed("restart_service") == [{"service": "db"}]
+    stored = await repo.get_approval(approval.id)
+    assert stored is not None and stored.status == "executed"
