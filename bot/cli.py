@@ -294,9 +294,16 @@ async def _approvals_decide(repo: Repository, config: Config, args: argparse.Nam
         if outcome is not None:
             _print_outcome(outcome)
 
+    asked = await repo.get_approval(args.approval_id)
+    missing = await _missing_tools(runner, asked) if asked is not None else []
     try:
         decision = await runner.decide(
-            args.approval_id, actor=args.actor, approve=args.approve, reason=args.reason
+            args.approval_id,
+            actor=args.actor,
+            approve=args.approve,
+            reason=args.reason,
+            # Without the call's tool this process would cancel it on resume: the bot resumes.
+            claim_resume=not missing,
         )
     except DecisionRefused as refused:
         print(f"refused ({refused.code}): {refused}", file=sys.stderr)
@@ -312,9 +319,23 @@ async def _approvals_decide(repo: Repository, config: Config, args: argparse.Nam
         await slack.publisher.refresh_card(decision.approval.id)
     if decision.resume_claimed:
         await resume(decision.approval.run_id)
+    elif missing:
+        print(
+            f"This configuration has no {', '.join(missing)} tool, so the run is left to the "
+            "bot: it carries the run on once no approval of it is pending (its sweeper "
+            "resumes it; or run `approval-bot runs recover` with the bot's config)."
+        )
     else:
         print("The run waits for its other approvals.")
     return EXIT_OK
+
+
+async def _missing_tools(runner: Runner, approval: Approval) -> list[str]:
+    """The tools of the approval's pause that this process does not have: resuming the run
+    here would cancel their calls as "no longer configured", so the bot resumes it."""
+    configured = {tool.name for tool in runner.tools}
+    asked = await runner.repo.approvals_for_turn(approval.run_id, approval.turn)
+    return sorted(({a.tool_name for a in asked} | {approval.tool_name}) - configured)
 
 
 async def _approvals_expire(repo: Repository, config: Config, args: argparse.Namespace) -> int:

@@ -430,13 +430,16 @@ class Runner:
         approve: bool,
         reason: str | None = None,
         actor_groups: Collection[str] = (),
+        claim_resume: bool = True,
     ) -> Decision:
         """Approve or deny; exactly one concurrent decision wins.
 
         Raises a DecisionRefused subclass when the approval does not exist, the actor may not
         decide it, it already has a decision or it has expired (judged by the clock now, not
         by the sweeper). When the decision leaves nothing pending in the run, the returned
-        Decision has ``resume_claimed`` and the caller must call ``resume``.
+        Decision has ``resume_claimed`` and the caller must call ``resume``; with
+        ``claim_resume`` False it never does: the run stays paused with nothing pending and
+        a bot's sweeper resumes it (``claim_stranded_runs``).
         """
         approval = await self.repo.get_approval(approval_id)
         if approval is None:
@@ -451,6 +454,7 @@ class Runner:
             worker=self.worker_id,
             lease_until=self._lease_until(),
             now=now,
+            claim=claim_resume,
         )
         if outcome is not None:
             return Decision(approval=outcome.approval, resume_claimed=outcome.resume_claimed)

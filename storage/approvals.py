@@ -80,12 +80,14 @@ class ApprovalStore:
         worker: str,
         lease_until: datetime,
         now: datetime,
+        claim: bool = True,
     ) -> DecisionOutcome | None:
         """Record a decision if the approval is still pending and unexpired.
 
         Returns None when another decision, or the clock, got there first; the caller reads
         the approval again to say which. The decision that leaves no approval of the run
-        pending also claims the resume, in the same transaction.
+        pending also claims the resume, in the same transaction, unless ``claim`` is False
+        (a decider that could not resume the run: the sweeper resumes it).
         """
         status = "approved" if approve else "denied"
         params = {"id": approval_id, "status": status, "actor": actor, "reason": reason, "now": now}
@@ -105,7 +107,7 @@ class ApprovalStore:
                 actor=actor,
                 reason=reason,
             )
-            claimed = claim_resume(tx, approval.run_id, worker, lease_until, now)
+            claimed = claim and claim_resume(tx, approval.run_id, worker, lease_until, now)
             return DecisionOutcome(approval=approval, resume_claimed=claimed)
 
         return await self.database.run(body, WRITE)

@@ -236,12 +236,51 @@ def test_cli_decisions_under_another_config_or_none(
     assert code == 0 and "Denied by @U0APPROVER1" in out
     assert ops_executed() == []
 
-    approved = ask("two")
-    code, out = cli("approvals", "decide", approved, "--approve", "--as", "U0APPROVER1")
-    assert code == 0 and "the tool restart_service is no longer configured" in out
-    assert ops_executed() == []
     code, out = cli("--config", str(gated), "approvals", "list", "--json")
-    assert json.loads(out) == [], "nothing left pending, nothing silently approved"
+    assert json.loads(out) == [], "nothing left pending"
+
+
+def test_cli_decide_without_the_tool_leaves_the_resume_to_the_bot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Deciding from a shell with no config (or one without the call's tool) records the
+    decision and leaves the run to the bot, instead of cancelling the approved call as "no
+    longer configured" while printing that it was approved."""
+    from bot.cli import main
+
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.delenv("APPROVAL_BOT_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./approval-bot.toml: all defaults, no tools
+    gated = tmp_path / "gated.toml"
+    gated.write_text(CLI_CONFIG)
+
+    def cli(*argv: str) -> tuple[int, str]:
+        code = main(list(argv))
+        return code, capsys.readouterr().out
+
+    text = calls(("restart_service", {"service": "web"}))
+    assert cli("--config", str(gated), "ask", text, "--as", "U0REQ", "--conversation", "t")[0] == 0
+    _, out = cli("--config", str(gated), "approvals", "list", "--json")
+    [listed] = json.loads(out)
+
+    code, out = cli("approvals", "decide", listed["id"], "--approve", "--as", "U0APPROVER1")
+    assert code == 0
+    assert "no restart_service tool, so the run is left to the bot" in out
+    assert "no longer configured" not in out
+    assert ops_executed() == []
+    _, out = cli("runs", "show", listed["run_id"], "--json")
+    shown = json.loads(out)
+    assert shown["status"] == "paused", "decided, resume left to the bot"
+    assert [a["status"] for a in shown["approvals"]] == ["approved"]
+
+    # The bot (here one sweep, with its config) carries the run on: the call runs once.
+    code, out = cli("--config", str(gated), "runs", "recover")
+    assert code == 0 and f"resumed run {listed['run_id']}" in out
+    assert ops_executed() == [("restart_service", {"service": "web"})]
+    _, out = cli("runs", "show", listed["run_id"], "--json")
+    shown = json.loads(out)
+    assert shown["status"] == "completed"
+    assert [a["status"] for a in shown["approvals"]] == ["executed"]
 
 
 # -- 5: expiry is checked again when the approved call starts --------------------------------
@@ -499,3 +538,19 @@ async def test_an_approved_sync_call_starts_even_when_every_pool_thread_is_busy(
     assert executed("restart_service") == [{"service": "db"}]
     stored = await repo.get_approval(approval.id)
     assert stored is not None and stored.status == "executed"
+
+
+async def test_a_decision_that_does_not_claim_the_resume_leaves_it_to_the_sweeper(
+    runner: Runner, repo: Repository
+) -> None:
+    paused = await runner.start(request(calls(("restart_service", {"service": "db"}))))
+    [approval] = paused.new_approvals
+    decision = await runner.decide(
+        approval.id, actor="U0APPROVER1", approve=True, claim_resume=False
+    )
+    assert not decision.resume_claimed
+    run = await repo.get_run(paused.run_id)
+    assert run is not None and run.status == "paused"
+    assert await runner.claim_stranded_runs() == [paused.run_id]
+    assert (await runner.resume(paused.run_id)).status == "completed"
+    assert executed("restart_service") == [{"service": "db"}]
