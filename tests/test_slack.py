@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -438,3 +439,43 @@ async def test_a_decision_from_the_cli_edits_the_card_and_answers_the_thread(
         assert "Results: restart_service=restarted db" in [m.text for m in slack.thread_of(reply)]
     await repo.close()
     assert executed("restart_service") == [{"service": "db"}]
+
+
+async def test_a_run_cancelled_with_an_approved_call_cancels_it_and_its_card_says_so(
+    repo: Repository,
+) -> None:
+    """The approved call of a run that stops (here: its sibling expired with on_expiry =
+    cancel) will never run: its approval is cancelled and its card no longer says Approved."""
+    from handlers.sweeper import sweep_once
+
+    with freeze_time("2026-11-30 10:00:00", real_asyncio=True) as clock:
+        async with running_bot(make_config(), repo) as slack:
+            await slack.mention(
+                "U0REQUESTER",
+                calls(
+                    ("restart_service", {"service": "db"}),
+                    ("deploy", {"service": "api", "version": "2"}),
+                ),
+            )
+            restart = next(c for c in slack.cards() if "restart_service" in c.text)
+            click = await slack.server.click("U0APPROVER1", restart, "approval_approve")
+            assert click.status == 200
+            await slack.settle()
+            clock.tick(timedelta(minutes=31))
+            await sweep_once(slack.bot.services)  # deploy expires: the run is cancelled
+            await slack.settle()
+
+            card = slack.server.message(CHANNEL, restart.ts)
+            assert card is not None and not has_buttons(card)
+            shown = json.dumps(card.blocks)
+            assert "Approved*" not in shown and "the run was cancelled" in shown, shown
+            approval_id = re.search(r"Approval `([0-9A-Za-z_]+)`", shown)
+            assert approval_id is not None
+            approval = await repo.get_approval(approval_id.group(1))
+            assert approval is not None
+            approvals = await repo.approvals_for_run(approval.run_id)
+            assert {a.tool_name: a.status for a in approvals} == {
+                "restart_service": "cancelled",
+                "deploy": "expired",
+            }
+    assert ops_tools.EXECUTED == []
