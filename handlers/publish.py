@@ -64,8 +64,10 @@ class Publisher:
     async def run_progress(self, run: Run, text: str = WORKING) -> str | None:
         """The run's progress message, stored on the run so that whoever publishes its
         outcome replaces it (another replica too, after this one died). A progress message
-        still on record (its worker died before an outcome replaced it) is reused."""
-        stored = await self._stored_progress(run)
+        still on record (its worker died before an outcome replaced it) is reused.
+
+        ``run`` must be freshly read (or just opened, which clears the record)."""
+        stored = run.progress_ts
         if stored is not None:
             try:
                 await self.client.chat_update(channel=run.channel, ts=stored, text=text, blocks=[])
