@@ -88,7 +88,7 @@ class Publisher:
         run = outcome.run
         if run is None or not run.channel:
             return
-        if progress_ts is None and outcome.status != "busy":
+        if progress_ts is None and outcome.status in ("completed", "paused", "failed", "cancelled"):
             # A run taken over (or resumed) elsewhere: the progress message its first worker
             # posted is on record. A busy answer is about another request: it posts anew.
             progress_ts = await self._stored_progress(run)
