@@ -200,7 +200,9 @@ async def test_the_other_replica_finishes_what_a_killed_one_decided(takeover: De
         assert len(deployment.answers(ts, f"restarted svc{i}")) == 1
         (card,) = deployment.cards(ts)
         await eventually(lambda card=card: "ran" in card_outcome(card), f"card {i} to say it ran")
-    taken_over = await deployment.rows(
+    # The killed replica's run was taken over. Under load a live drive can also miss a 2 s
+    # lease's renewal and be taken over: legitimate, and the checks above still hold.
+    ((taken_over,),) = await deployment.rows(
         "SELECT count(*) FROM audit_events WHERE event = 'run_taken_over'"
     )
-    assert taken_over == [(1,)]
+    assert taken_over >= 1
