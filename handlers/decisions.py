@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from bot.failpoints import failpoint
 from bot.runner import ApprovalExpired, DecisionRefused, RunOutcome
@@ -33,25 +34,44 @@ LOOKUP_FAILED = ":warning: I couldn't look that approval up just now. Please try
 LIST_FAILED = ":warning: I couldn't read the approvals just now. Please try again."
 
 
-async def approval_clicked_here(
-    services: Services, approval_id: str, *, team: str, channel: str | None, tell: Tell
-) -> Approval | None:
-    """The approval a click names, or None (and the clicker told) when it is not from here.
+@dataclass(frozen=True)
+class ClickPlace:
+    """Where a click (or a deny form) came from.
 
-    A click may only act on an approval of its own workspace, and, unless it comes from an
-    ephemeral /approvals list (``channel`` None), of its own channel.
+    ``channel``: the card's channel; None for an ephemeral /approvals list, which lists
+    approvals of several channels. ``list_channel``: the channel the list was opened in.
     """
+
+    team: str
+    channel: str | None
+    list_channel: str | None = None
+
+
+async def approval_clicked_here(
+    services: Services, approval_id: str, place: ClickPlace, *, tell: Tell
+) -> Approval | None:
+    """The approval a click names, or None (and the clicker told) when it is not from here."""
     approval = await services.repo.get_approval(approval_id)
-    if approval is None or _elsewhere(approval, team, channel):
+    if approval is None or _elsewhere(approval, place):
         await tell(NOT_HERE)
         return None
     return approval
 
 
-def _elsewhere(approval: Approval, team: str, channel: str | None) -> bool:
-    if approval.team_id and team and approval.team_id != team:
+def _elsewhere(approval: Approval, place: ClickPlace) -> bool:
+    """A click acts only on an approval of its own workspace and of its own channel.
+
+    From an ephemeral list, an approval that names its approvers may be decided wherever the
+    list was opened (they are listed everywhere), but one that names nobody only from a list
+    opened in its own channel: anyone may decide it, so it stays where it was asked.
+    """
+    if approval.team_id and place.team and approval.team_id != place.team:
         return True
-    return bool(channel) and bool(approval.channel) and approval.channel != channel
+    if place.channel:
+        return bool(approval.channel) and approval.channel != place.channel
+    if approval.approvers:
+        return False
+    return not place.list_channel or approval.channel != place.list_channel
 
 
 async def decide_from_slack(
@@ -61,8 +81,7 @@ async def decide_from_slack(
     actor: str,
     approve: bool,
     reason: str | None,
-    team: str,
-    channel: str | None,
+    place: ClickPlace,
     tell: Tell,
     clicked: CardPlace | None = None,
 ) -> None:
@@ -71,9 +90,7 @@ async def decide_from_slack(
     try:
         # Slack has its answer; the clicker waits for ours, so not for ever.
         with time_limit(services.decision_time_limit):
-            approval = await approval_clicked_here(
-                services, approval_id, team=team, channel=channel, tell=tell
-            )
+            approval = await approval_clicked_here(services, approval_id, place, tell=tell)
             if approval is None:
                 return
             if clicked is not None and not approval.card_ts:

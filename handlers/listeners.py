@@ -26,6 +26,7 @@ from handlers import blocks
 from handlers.decisions import (
     LIST_FAILED,
     LOOKUP_FAILED,
+    ClickPlace,
     approval_clicked_here,
     decide_from_slack,
     refresh_settled_cards,
@@ -149,14 +150,19 @@ async def drive_request(services: Services, run: Run) -> None:
 # -- buttons and the modal ---------------------------------------------------------------
 
 
-def _click_place(body: dict[str, Any]) -> tuple[str, str | None]:
-    """(team, channel) of a click; channel None for ephemeral lists, which span channels."""
+def _click_place(body: dict[str, Any]) -> ClickPlace:
+    """Where a click came from: a card in a channel, or an ephemeral /approvals list.
+
+    Both channels are Slack's (the signed payload's container), never a value of ours that
+    a crafted request could point elsewhere.
+    """
     team = (body.get("team") or {}).get("id") or body.get("user", {}).get("team_id", "")
     container = body.get("container") or {}
-    if container.get("is_ephemeral"):
-        return team, None
     channel = container.get("channel_id") or (body.get("channel") or {}).get("id")
-    return team, channel
+    channel = channel if isinstance(channel, str) and channel else None
+    if container.get("is_ephemeral"):
+        return ClickPlace(team=team, channel=None, list_channel=channel)
+    return ClickPlace(team=team, channel=channel)
 
 
 def _clicked_card(body: dict[str, Any]) -> tuple[str, str] | None:
@@ -181,7 +187,6 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
     ) -> None:
         await ack()
-        team, channel = _click_place(body)
         services.background.spawn(
             decide_from_slack(
                 services,
@@ -189,8 +194,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 actor=body["user"]["id"],
                 approve=True,
                 reason=None,
-                team=team,
-                channel=channel,
+                place=_click_place(body),
                 tell=_teller(respond),
                 clicked=_clicked_card(body),
             ),
@@ -208,13 +212,11 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         await ack()
         approval_id = action.get("value", "")
         actor = body["user"]["id"]
-        team, channel = _click_place(body)
+        place = _click_place(body)
         tell = _teller(respond)
         try:
             with time_limit(services.ack_time_limit):
-                approval = await approval_clicked_here(
-                    services, approval_id, team=team, channel=channel, tell=tell
-                )
+                approval = await approval_clicked_here(services, approval_id, place, tell=tell)
         except DATABASE_FAILURES as exc:
             log.error("approval %s: deny click not looked up (%s)", approval_id, exc)
             await tell(LOOKUP_FAILED)
@@ -231,8 +233,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                     actor=actor,
                     approve=False,
                     reason=None,
-                    team=team,
-                    channel=channel,
+                    place=place,
                     tell=tell,
                     clicked=_clicked_card(body),
                 ),
@@ -247,8 +248,11 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
             return
         metadata = {
             "approval_id": approval_id,
-            "channel": channel or "",
-            "team": team,
+            "channel": place.channel or "",
+            # Slack keeps private_metadata server-side: the submission is checked against
+            # the list's channel again, as the click was.
+            "list_channel": place.list_channel or "",
+            "team": place.team,
             "response_url": body.get("response_url", ""),
             "card_ts": (_clicked_card(body) or ("", ""))[1],
         }
@@ -288,8 +292,9 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 actor=actor,
                 approve=False,
                 reason=reason,
-                team=team,
-                channel=channel,
+                place=ClickPlace(
+                    team=team, channel=channel, list_channel=metadata.get("list_channel") or None
+                ),
                 tell=tell,
                 clicked=(channel, card_ts)
                 if channel and (card_ts := metadata.get("card_ts"))
@@ -307,12 +312,11 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         respond: AsyncRespond,
     ) -> None:
         await ack()
-        team, channel = _click_place(body)
         tell = _teller(respond)
         try:
             with time_limit(services.ack_time_limit):
                 approval = await approval_clicked_here(
-                    services, action.get("value", ""), team=team, channel=channel, tell=tell
+                    services, action.get("value", ""), _click_place(body), tell=tell
                 )
         except DATABASE_FAILURES as exc:
             log.error("approval %s: arguments not looked up (%s)", action.get("value"), exc)
@@ -403,8 +407,14 @@ async def approvals_page(
         where = PendingFilter(team_id=team, channel=channel)
     else:
         groups = await services.groups.groups_of(user, services.group_approvers())
+        # Approvals that name nobody are listed only in their own channel: listed anywhere,
+        # a private channel's would be seen (and decided) by the whole workspace.
         where = PendingFilter(
-            team_id=team, approver=user, approver_groups=sorted(groups), exclude_requester=user
+            team_id=team,
+            approver=user,
+            approver_groups=sorted(groups),
+            exclude_requester=user,
+            anyone_channel=channel,
         )
     now = utcnow()
     # Count a page's worth past this one and a bit more, not all of a huge backlog.

@@ -312,7 +312,8 @@ class ApprovalStore:
         """Pending, unexpired approvals, newest first, with the total count for paging.
 
         ``approver`` keeps approvals that name the user (or one of their groups) or that
-        name nobody (anyone but the requester may decide those). ``count_limit`` stops
+        name nobody (anyone but the requester may decide those; with ``anyone_channel``,
+        only those of that channel). ``count_limit`` stops
         counting there (a total above it means "more than that"): counting every match is
         the one part of a page whose cost grows with the table.
         """
@@ -332,9 +333,19 @@ class ApprovalStore:
             params["exclude_requester"] = where.exclude_requester
         approvers = ""
         if where.approver is not None:
-            names = [where.approver, *where.approver_groups, ANYONE]
-            approvers = ", ".join(f":approver_{i}" for i in range(len(names)))
+            names = [where.approver, *where.approver_groups]
+            if where.anyone_channel is None:
+                names.append(ANYONE)
+            approvers = "approval_approvers.approver IN ({})".format(
+                ", ".join(f":approver_{i}" for i in range(len(names)))
+            )
             params.update({f"approver_{i}": name for i, name in enumerate(names)})
+            if where.anyone_channel is not None:
+                approvers += (
+                    " OR (approval_approvers.approver = :anyone"
+                    " AND approvals.channel = :anyone_channel)"
+                )
+                params.update(anyone=ANYONE, anyone_channel=where.anyone_channel)
         condition = " AND ".join(conditions)
         page_condition = condition
         if approvers:
@@ -342,12 +353,12 @@ class ApprovalStore:
             # stops after a page of matches. The count starts from the approver's own rows.
             page_condition += (
                 " AND EXISTS (SELECT 1 FROM approval_approvers WHERE "
-                f"approval_approvers.approval_id = approvals.id AND approver IN ({approvers}))"
+                f"approval_approvers.approval_id = approvals.id AND ({approvers}))"
             )
             matching = (
                 "SELECT DISTINCT approvals.id FROM approval_approvers "
                 "JOIN approvals ON approvals.id = approval_approvers.approval_id "
-                f"WHERE approval_approvers.approver IN ({approvers}) AND {condition}"
+                f"WHERE ({approvers}) AND {condition}"
             )
         else:
             matching = f"SELECT approvals.id FROM approvals WHERE {condition}"

@@ -98,6 +98,9 @@ class PendingFilter:
     approver: str | None = None
     approver_groups: Sequence[str] = field(default_factory=tuple)
     exclude_requester: str | None = None
+    # With ``approver``: approvals that name nobody (anyone may decide) are kept only when
+    # they belong to this channel, so they never show outside it (a private channel's).
+    anyone_channel: str | None = None
 
 
 def canonical_json(value: Any) -> str:

@@ -1,0 +1,130 @@
+"""Defects found by an attacker review and an SRE review after issue 7's fixes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from storage.repository import PendingFilter, Repository
+from tests import ops_tools
+from tests.conftest import BASE_CONFIG, make_config
+from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
+
+PRIVATE = "C0PRIVATE"
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
+
+
+def executed(name: str) -> list[dict[str, Any]]:
+    return [args for tool, args in ops_tools.EXECUTED if tool == name]
+
+
+async def pending(repo: Repository) -> dict[str, Any]:
+    from bot.clock import utcnow
+
+    approvals, _ = await repo.list_pending(PendingFilter(), now=utcnow(), limit=100)
+    return {a.arguments["service"]: a for a in approvals}
+
+
+# -- 1. approvals that name nobody stay in their channel ---------------------------------
+
+ANYONE_POLICIES = {
+    **BASE_CONFIG["policies"],
+    "restart_service": {"approvers": [], "ttl": "15m"},  # anyone but the requester
+}
+
+
+@pytest.fixture
+async def anyone_slack(repo: Repository) -> AsyncIterator[Harness]:
+    async with running_bot(make_config(policies=ANYONE_POLICIES), repo) as harness:
+        yield harness
+
+
+async def _ask_in(slack: Harness, channel: str, text: str) -> None:
+    await slack.server.mention("U0REQUESTER", channel, f"<@U0BOT> {text}")
+    await slack.settle()
+
+
+async def test_approvals_naming_nobody_are_listed_only_in_their_own_channel(
+    anyone_slack: Harness, repo: Repository
+) -> None:
+    slack = anyone_slack
+    await _ask_in(slack, CHANNEL, calls(("restart_service", {"service": "public"})))
+    await _ask_in(slack, PRIVATE, calls(("restart_service", {"service": "secret"})))
+    await _ask_in(slack, PRIVATE, calls(("deploy", {"service": "named", "version": "2"})))
+
+    here = await slack.server.slash_command("U0OUTSIDER", CHANNEL, text="")
+    assert "public" in here.body
+    assert "secret" not in here.body, "a private channel's approval leaked into another channel"
+
+    there = await slack.server.slash_command("U0OUTSIDER", PRIVATE, text="")
+    assert "secret" in there.body and "public" not in there.body
+
+    # Approvals that name the user are theirs to decide from anywhere.
+    named = await slack.server.slash_command("U0APPROVER1", CHANNEL, text="")
+    assert "named" in named.body and "secret" not in named.body
+
+
+async def test_a_list_click_decides_an_anyone_approval_only_from_its_channel(
+    anyone_slack: Harness, repo: Repository
+) -> None:
+    slack = anyone_slack
+    await _ask_in(slack, PRIVATE, calls(("restart_service", {"service": "secret"})))
+    await _ask_in(slack, PRIVATE, calls(("deploy", {"service": "named", "version": "2"})))
+    by_service = await pending(repo)
+    secret, named = by_service["secret"].id, by_service["named"].id
+
+    # A list opened in CHANNEL, its button value pointed at the private channel's approval.
+    for action in ("approval_approve", "approval_deny", "approval_show_arguments"):
+        await slack.server.click_raw("U0OUTSIDER", CHANNEL, action, secret, is_ephemeral=True)
+        await slack.settle()
+    assert slack.server.views == {}, "neither the deny form nor the arguments opened"
+    texts = slack.ephemeral_texts("U0OUTSIDER")
+    assert sum("does not belong" in t for t in texts) == 3
+    assert set(await pending(repo)) == {"secret", "named"}
+    assert executed("restart_service") == []
+
+    # A named approver may decide from a list opened anywhere.
+    await slack.server.click_raw(
+        "U0APPROVER1", CHANNEL, "approval_approve", named, is_ephemeral=True
+    )
+    await slack.settle()
+    assert executed("deploy") == [{"service": "named", "version": "2"}]
+
+    # From a list opened in the approval's own channel, anyone (but the requester) may decide.
+    await slack.server.slash_command("U0OUTSIDER", PRIVATE, text="")
+    [listing] = [
+        m
+        for m in slack.server.ephemerals_for("U0OUTSIDER")
+        if has_buttons(m) and m.channel == PRIVATE
+    ]
+    await slack.server.click("U0OUTSIDER", listing, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "secret"}]
+
+
+async def test_a_deny_from_a_list_elsewhere_cannot_decide_an_anyone_approval(
+    anyone_slack: Harness, repo: Repository
+) -> None:
+    """The deny form remembers the list's channel: submitting it is checked again."""
+    slack = anyone_slack
+    await _ask_in(slack, PRIVATE, calls(("restart_service", {"service": "secret"})))
+    [approval] = (await pending(repo)).values()
+    await slack.server.slash_command("U0OUTSIDER", PRIVATE, text="")
+    [listing] = [m for m in slack.server.ephemerals_for("U0OUTSIDER") if has_buttons(m)]
+    await slack.server.click("U0OUTSIDER", listing, "approval_deny")
+    [opened] = slack.server.views.values()
+    metadata = json.loads(opened.view["private_metadata"])
+    assert metadata["list_channel"] == PRIVATE
+    await slack.server.submit_view(
+        "U0OUTSIDER",
+        opened.id,
+        {"deny_reason": {"reason": {"type": "plain_text_input", "value": "no"}}},
+    )
+    await slack.settle()
+    assert (await repo.get_approval(approval.id)).status == "denied"  # type: ignore[union-attr]
