@@ -40,6 +40,7 @@ TOP_LEVEL_KEYS = {
     "approval_ttl",
     "database_url",
     "chain_limit",
+    "max_approvals_per_turn",
     "run_lease",
     "sweep_interval",
     "shutdown_grace",
@@ -73,6 +74,9 @@ class Config:
     approval_ttl: timedelta = timedelta(minutes=30)
     database_url: str = DEFAULT_DATABASE_URL
     chain_limit: int = 10
+    # Gated calls one model response may ask for: a prompt-injected model could otherwise
+    # post hundreds of cards from one mention.
+    max_approvals_per_turn: int = 10
     run_lease: timedelta = timedelta(minutes=5)
     sweep_interval: timedelta = timedelta(seconds=30)
     # How long SIGTERM waits for work in flight; under Kubernetes' 30 s before its SIGKILL.
@@ -151,11 +155,10 @@ def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None
         config.sweep_interval = parse_duration(data["sweep_interval"], "sweep_interval")
     if "shutdown_grace" in data:
         config.shutdown_grace = parse_duration(data["shutdown_grace"], "shutdown_grace")
-    if "chain_limit" in data:
-        limit = data["chain_limit"]
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise ConfigError(f"chain_limit: {limit!r} must be a whole number of at least 1")
-        config.chain_limit = limit
+    config.chain_limit = _count(data, "chain_limit", config.chain_limit)
+    config.max_approvals_per_turn = _count(
+        data, "max_approvals_per_turn", config.max_approvals_per_turn
+    )
     refs = data.get("tools", [])
     if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
         raise ConfigError('tools: must be a list of import references like "pkg.module:name"')
@@ -170,6 +173,13 @@ def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None
         raise ConfigError(f"tools: two tools are named {duplicates[0]!r}")
     config.policies = _policies(data.get("policies", {}), config.approval_ttl, set(names))
     return config
+
+
+def _count(data: dict[str, Any], key: str, default: int) -> int:
+    value = data.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{key}: {value!r} must be a whole number of at least 1")
+    return value
 
 
 def _string(data: dict[str, Any], key: str, default: str) -> str:

@@ -101,6 +101,16 @@ class ToolCallIdReused(Exception):
         )
 
 
+class TooManyApprovals(Exception):
+    """One model response asked for more gated calls than ``max_approvals_per_turn``."""
+
+    def __init__(self, asked: int, limit: int) -> None:
+        super().__init__(
+            f"the agent asked for {asked} calls that need approval in one response, more "
+            f"than the {limit} allowed (max_approvals_per_turn); none was stored or run"
+        )
+
+
 class DecisionRefused(Exception):
     """A decision that was not recorded; ``code`` says why, the message says it for people."""
 
@@ -377,6 +387,12 @@ class Runner:
         reused = _reused_call_id(history, turn)
         if reused is not None:
             return await self._fail(run, ToolCallIdReused(reused), owner)
+        if len(turn.drafts) > self.config.max_approvals_per_turn:
+            # Before anything is stored: no approval, no card, and the model is not asked
+            # again (a prompt-injected response could otherwise flood the channel).
+            return await self._fail(
+                run, TooManyApprovals(len(turn.drafts), self.config.max_approvals_per_turn), owner
+            )
         pause = await self.repo.save_pause(
             run.id,
             worker=owner,
@@ -538,7 +554,7 @@ def describe_failure(exc: BaseException, chain_limit: int) -> str:
         return f"Stopped: unknown model ({text}). Install its llm plugin or fix `model`."
     if isinstance(exc, llm.NeedsKeyException):
         return f"Stopped: the model needs an API key ({text})."
-    if isinstance(exc, ToolCallIdReused):
+    if isinstance(exc, (ToolCallIdReused, TooManyApprovals)):
         return f"Stopped: {text}."
     # The first line only: a database error goes on with its SQL and every parameter (the
     # whole history, a tool's arguments), which do not belong in a Slack thread.

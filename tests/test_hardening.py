@@ -128,3 +128,59 @@ async def test_a_deny_from_a_list_elsewhere_cannot_decide_an_anyone_approval(
     )
     await slack.settle()
     assert (await repo.get_approval(approval.id)).status == "denied"  # type: ignore[union-attr]
+
+
+# -- 2. a cap on gated calls per response ------------------------------------------------
+
+
+def engine_request(text: str) -> Any:
+    from bot.runner import Request
+
+    return Request(
+        text=text, requester="U0REQUESTER", team_id="T1", channel="C0OPS", thread_ts="1.000100"
+    )
+
+
+async def test_a_turn_over_max_approvals_per_turn_stops_before_storing_any(
+    repo: Repository,
+) -> None:
+    from bot.runner import Runner
+    from tests.scripted_model import ScriptedModel
+
+    runner = Runner(repo, make_config(max_approvals_per_turn=3), worker_id="worker-a")
+    services = [{"service": f"s{i}"} for i in range(4)]
+    outcome = await runner.start(engine_request(calls(*(("restart_service", s) for s in services))))
+    assert outcome.status == "failed"
+    assert outcome.error is not None
+    assert "4 calls that need approval" in outcome.error
+    assert "max_approvals_per_turn" in outcome.error and "3" in outcome.error
+    assert await repo.approvals_for_run(outcome.run_id) == []
+    assert len(ScriptedModel.seen) == 1, "the model is not asked again"
+    assert executed("restart_service") == []
+
+    # At the cap, every call gets its approval as before.
+    at_cap = await runner.start(
+        engine_request(calls(*(("restart_service", s) for s in services[:3])))
+    )
+    assert at_cap.status == "paused" and len(at_cap.new_approvals) == 3
+
+
+async def test_a_mention_asking_for_too_many_cards_posts_none(repo: Repository) -> None:
+    async with running_bot(make_config(), repo) as slack:  # the default cap, 10
+        reply = await slack.mention(
+            "U0REQUESTER",
+            calls(*(("restart_service", {"service": f"s{i}"}) for i in range(11))),
+        )
+        assert slack.cards() == []
+        thread = " ".join(m.text for m in slack.thread_of(reply))
+        assert "max_approvals_per_turn" in thread
+        assert await pending(repo) == {}
+
+
+def test_max_approvals_per_turn_is_checked_with_the_config() -> None:
+    from bot.config import ConfigError, config_from_dict
+
+    assert config_from_dict({}).max_approvals_per_turn == 10
+    for bad in (0, -1, "10", True, 2.5):
+        with pytest.raises(ConfigError, match="max_approvals_per_turn"):
+            config_from_dict({"max_approvals_per_turn": bad})
