@@ -26,6 +26,8 @@ REASON_BLOCK = "deny_reason"
 REASON_INPUT = "reason"
 
 SECTION_LIMIT = 3000
+FIELD_LIMIT = 2000  # one of a section's fields
+WHO_MAY_APPROVE = "Who may approve"
 CARD_ARGUMENTS_LIMIT = 1200
 LIST_ARGUMENTS_LIMIT = 120
 OUTCOME_DETAIL_LIMIT = 2000  # a reason on a decided card, well within its section's 3000
@@ -117,10 +119,25 @@ def truncated(text: str, limit: int) -> tuple[str, bool]:
     return text[: limit - 1] + "…", True
 
 
-def approvers_text(approval: Approval) -> str:
+def approvers_text(approval: Approval, limit: int = FIELD_LIMIT) -> str:
+    """Who may approve, within ``limit`` characters: as many as fit, then "and N more".
+
+    A policy may name hundreds of approvers; a card that lists them all would exceed Slack's
+    field limit and could never be posted. Mentions are never cut in two.
+    """
     if not approval.approvers:
         return "anyone but the requester" if not approval.allow_self_approval else "anyone"
-    return ", ".join(mention(a) for a in approval.approvers)
+    mentions = [mention(a) for a in approval.approvers]
+    text = ", ".join(mentions)
+    if len(text) <= limit:
+        return text
+    shown, length = 0, 0
+    for item in mentions:
+        grown = length + (2 if shown else 0) + len(item)
+        if grown + len(f" and {len(mentions) - shown - 1} more") > limit:
+            break
+        shown, length = shown + 1, grown
+    return ", ".join(mentions[:shown]) + f" and {len(mentions) - shown} more"
 
 
 def _button(action_id: str, text: str, value: str, style: str | None = None) -> Block:
@@ -193,7 +210,11 @@ def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
             "block_id": "approval_people",
             "fields": [
                 {"type": "mrkdwn", "text": f"*Asked by*\n{mention(approval.requester)}"},
-                {"type": "mrkdwn", "text": f"*Who may approve*\n{approvers_text(approval)}"},
+                {
+                    "type": "mrkdwn",
+                    "text": f"*{WHO_MAY_APPROVE}*\n"
+                    f"{approvers_text(approval, FIELD_LIMIT - len(WHO_MAY_APPROVE) - 3)}",
+                },
                 {"type": "mrkdwn", "text": f"*Expires*\n{slack_date(approval.expires_at)}"},
                 {"type": "mrkdwn", "text": f"*If it expires*\n{_on_expiry_text(approval)}"},
             ],

@@ -367,6 +367,16 @@ def _block_problems(block: Any) -> list[str]:
         problems.append("section text must be at most 3000 characters")
     if block["type"] == "header" and _text_length(block.get("text")) > 150:
         problems.append("header text must be at most 150 characters")
+    fields = block.get("fields", []) if block["type"] == "section" else []
+    if not isinstance(fields, list) or len(fields) > 10:
+        problems.append("section fields must be a list of at most 10 items")
+    elif any(_text_length(f) > 2000 for f in fields):
+        problems.append("each section field must be at most 2000 characters")
+    context = block.get("elements", []) if block["type"] == "context" else []
+    if not isinstance(context, list) or len(context) > 10:
+        problems.append("a context block holds at most 10 elements")
+    elif any(_text_length(e) > 3000 for e in context):
+        problems.append("context text must be at most 3000 characters")
     elements = block.get("elements", []) if block["type"] == "actions" else []
     if len(elements) > 25:
         problems.append("an actions block holds at most 25 elements")

@@ -184,3 +184,54 @@ def test_max_approvals_per_turn_is_checked_with_the_config() -> None:
     for bad in (0, -1, "10", True, 2.5):
         with pytest.raises(ConfigError, match="max_approvals_per_turn"):
             config_from_dict({"max_approvals_per_turn": bad})
+
+
+# -- 3. a policy with hundreds of approvers ----------------------------------------------
+
+
+async def test_our_slack_refuses_section_fields_over_slacks_limits() -> None:
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from playground.slack_server import SlackServer
+
+    server = SlackServer(signing_secret="s")
+    await server.start()
+    try:
+        client = AsyncWebClient(token=server.bot_token, base_url=server.api_url)
+        field = {"type": "mrkdwn", "text": "x" * 2001}
+        for fields in ([field], [{"type": "mrkdwn", "text": "x"}] * 11):
+            with pytest.raises(SlackApiError) as refused:
+                await client.chat_postMessage(
+                    channel="C0OPS", text="x", blocks=[{"type": "section", "fields": fields}]
+                )
+            assert refused.value.response["error"] == "invalid_blocks"
+        long_context = [{"type": "context", "elements": [{"type": "mrkdwn", "text": "x" * 3001}]}]
+        with pytest.raises(SlackApiError):
+            await client.chat_postMessage(channel="C0OPS", text="x", blocks=long_context)
+        fine = {"type": "mrkdwn", "text": "x" * 2000}
+        await client.chat_postMessage(
+            channel="C0OPS", text="x", blocks=[{"type": "section", "fields": [fine] * 10}]
+        )
+    finally:
+        await server.stop()
+
+
+async def test_a_card_naming_hundreds_of_approvers_is_posted_with_and_n_more(
+    repo: Repository,
+) -> None:
+    approvers = [f"U0APPROVER{i:03d}" for i in range(300)]
+    policies = {**BASE_CONFIG["policies"], "restart_service": {"approvers": approvers}}
+    async with running_bot(make_config(policies=policies), repo) as slack:
+        await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+        [card] = slack.cards()
+        [people] = [b for b in card.blocks if b.get("block_id") == "approval_people"]
+        [who] = [f["text"] for f in people["fields"] if f["text"].startswith("*Who may approve*")]
+        assert len(who) <= 2000
+        shown = who.count("<@U0APPROVER")
+        assert 100 < shown < 300
+        assert who.endswith(f"and {300 - shown} more")
+        # The last one on the list can still decide.
+        await slack.server.click("U0APPROVER299", card, "approval_approve")
+        await slack.settle()
+        assert executed("restart_service") == [{"service": "db"}]
