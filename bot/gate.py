@@ -181,6 +181,13 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
             if policy is None:
                 # Sync tools run in a worker thread, off the event loop (Slack acks).
                 return await call_tool(tool, llm_tool_call)
+            if too_deep(llm_tool_call.arguments, MAX_ARGUMENT_DEPTH):
+                # Hashing, storing and showing the arguments all walk them recursively.
+                return (
+                    f"Error: the arguments of this {tool.name} call are nested more than "
+                    f"{MAX_ARGUMENT_DEPTH} levels deep; the call was not run and no approval "
+                    "was asked for."
+                )
             turn.drafts.append(_draft(tool.name, llm_tool_call, definition, policy, turn.clock()))
             raise ApprovalRequired(f"{tool.name} needs approval")
         try:
@@ -197,6 +204,28 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
 
     # Same name, description and schema: the model sees the original tool.
     return dataclasses.replace(tool, implementation=gate)
+
+
+# Deeper arguments are refused before an approval is drafted (no real tool needs them):
+# hashing, storing and rendering them recurse, and ~900 levels exhaust Python's stack.
+MAX_ARGUMENT_DEPTH = 100
+
+
+def too_deep(value: Any, limit: int) -> bool:
+    """Whether lists and objects in ``value`` nest more than ``limit`` deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = list(item.values())
+        elif isinstance(item, (list, tuple)):
+            children = list(item)
+        else:
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 class ToolRaised(Exception):

@@ -235,3 +235,36 @@ async def test_a_card_naming_hundreds_of_approvers_is_posted_with_and_n_more(
         await slack.server.click("U0APPROVER299", card, "approval_approve")
         await slack.settle()
         assert executed("restart_service") == [{"service": "db"}]
+
+
+# -- 4. arguments nested too deeply --------------------------------------------------------
+
+
+def nested(depth: int) -> Any:
+    value: Any = "db"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+async def test_a_gated_call_with_arguments_nested_too_deep_gets_a_clear_answer(
+    repo: Repository,
+) -> None:
+    from bot.runner import Runner
+    from tests.scripted_model import ScriptedModel
+
+    runner = Runner(repo, make_config(), worker_id="worker-a")
+    outcome = await runner.start(
+        engine_request(calls(("restart_service", {"service": nested(900)})))
+    )
+    assert outcome.status == "completed"
+    answer = outcome.answer or ""
+    assert "recursion" not in answer
+    assert "nested more than 100 levels deep" in answer and "not run" in answer
+    assert await repo.approvals_for_run(outcome.run_id) == []
+    assert executed("restart_service") == []
+    assert len(ScriptedModel.seen) == 2  # the model read the refusal and answered
+
+    # Deep, but within reason: asks for approval as usual, and its card can be rendered.
+    within = await runner.start(engine_request(calls(("restart_service", {"service": nested(90)}))))
+    assert within.status == "paused" and len(within.new_approvals) == 1
