@@ -14,7 +14,7 @@ from bot.failpoints import failpoint
 from bot.runner import ApprovalExpired, DecisionRefused, RunOutcome
 from handlers.blocks import escape
 from handlers.publish import RESUMING, CardPlace
-from handlers.services import Services
+from handlers.services import GroupLookupFailed, Services
 from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, ExpiryOutcome, time_limit
 
@@ -32,6 +32,11 @@ DECISION_FAILED = (
 )
 LOOKUP_FAILED = ":warning: I couldn't look that approval up just now. Please try again."
 LIST_FAILED = ":warning: I couldn't read the approvals just now. Please try again."
+# Slack could not tell us who is in an approver user group (out of reach, rate limited).
+GROUPS_UNKNOWN = (
+    ":warning: I couldn't reach Slack to check your user groups just now; nothing was "
+    "decided. Please try again."
+)
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,10 @@ async def decide_from_slack(
     except DATABASE_FAILURES as exc:
         log.error("approval %s: decision by %s not recorded (%s)", approval_id, actor, exc)
         await tell(DECISION_FAILED)
+        return
+    except GroupLookupFailed as exc:
+        log.error("approval %s: decision by %s not recorded (%s)", approval_id, actor, exc)
+        await tell(GROUPS_UNKNOWN)
         return
     except ApprovalExpired as expired:
         await tell(f":hourglass: {expired}")

@@ -24,6 +24,7 @@ from bot.failpoints import failpoint
 from bot.runner import NotAllowed, Request, RunOutcome, ensure_may_decide
 from handlers import blocks
 from handlers.decisions import (
+    GROUPS_UNKNOWN,
     LIST_FAILED,
     LOOKUP_FAILED,
     ClickPlace,
@@ -31,7 +32,7 @@ from handlers.decisions import (
     decide_from_slack,
     refresh_settled_cards,
 )
-from handlers.services import Services
+from handlers.services import GroupLookupFailed, Services
 from storage.models import Run
 from storage.repository import (
     DATABASE_FAILURES,
@@ -49,6 +50,10 @@ COUNT_AHEAD = 990
 # value, like any other tampered one, gets the first page, and never reaches the database,
 # whose integers a crafted page number (10**30) would overflow.
 MAX_PAGE = 1000
+GROUPS_UNLISTED = (
+    ":warning: I couldn't reach Slack to check your user groups, so I can't tell what you may "
+    "approve just now. Please try again."
+)
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -240,7 +245,12 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 name=f"deny {approval_id}",
             )
             return
-        groups = await services.groups.groups_of(actor, approval.approvers)
+        try:
+            groups = await services.groups.groups_of(actor, approval.approvers)
+        except GroupLookupFailed as exc:
+            log.error("approval %s: deny click by %s not checked (%s)", approval_id, actor, exc)
+            await tell(GROUPS_UNKNOWN)
+            return
         try:
             ensure_may_decide(approval, actor, groups)
         except NotAllowed as refused:
@@ -368,6 +378,10 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
             log.error("/approvals %s for %s: not listed (%s)", word, command["user_id"], exc)
             await ack(text=LIST_FAILED, response_type="ephemeral")
             return
+        except GroupLookupFailed as exc:
+            log.error("/approvals %s for %s: not listed (%s)", word, command["user_id"], exc)
+            await ack(text=GROUPS_UNLISTED, response_type="ephemeral")
+            return
         await ack(text=text, blocks=page_blocks, response_type="ephemeral")
 
     @app.action(blocks.PAGE)
@@ -393,6 +407,10 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
         except DATABASE_FAILURES as exc:
             log.error("/approvals page for %s: not listed (%s)", command["user_id"], exc)
             await respond(text=LIST_FAILED, response_type="ephemeral", replace_original=False)
+            return
+        except GroupLookupFailed as exc:
+            log.error("/approvals page for %s: not listed (%s)", command["user_id"], exc)
+            await respond(text=GROUPS_UNLISTED, response_type="ephemeral", replace_original=False)
             return
         await respond(text=text, blocks=page_blocks, replace_original=True)
 

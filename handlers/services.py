@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -18,11 +20,21 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.background import BackgroundTasks
 from bot.config import Config, ConfigError
 from bot.runner import Runner
-from handlers.publish import Publisher
+from handlers.publish import SLACK_FAILURES, Publisher
 from storage.repository import Repository
+
+log = logging.getLogger(__name__)
 
 SLACK_API_DEFAULT = "https://slack.com/api/"
 GROUP_CACHE_SECONDS = 300.0
+# A group Slack answered an error about (deleted, a missing scope): nobody is in it, for this
+# long only. Not caching at all would cost a Tier 2 call per click and per /approvals (in
+# the 3-second ack path, and soon rate limited) while the group is broken; caching it like a
+# real answer would refuse its members for 5 minutes after the group or scope is fixed.
+GROUP_ERROR_CACHE_SECONDS = 30.0
+# One membership question (all its groups, the client's retries included) gets this long:
+# /approvals and the Deny button ask in the acknowledgement path, which Slack cuts at 3 s.
+GROUP_LOOKUP_SECONDS = 1.5
 # Slack gives up on an acknowledgement after 3 s: the database work before it gets at most
 # this, then the request is answered with an error status (Slack redelivers) or "try again".
 ACK_TIME_LIMIT = 2.0
@@ -83,6 +95,11 @@ class SlackSettings:
         )
 
 
+class GroupLookupFailed(Exception):
+    """Slack could not be asked who is in a group (out of reach, or rate limited): the
+    answer is unknown, so nothing is decided on it and nothing is cached."""
+
+
 @dataclass
 class UserGroups:
     """Members of Slack user groups named as approvers, cached (a Tier 2 method).
@@ -94,16 +111,26 @@ class UserGroups:
     """
 
     client: AsyncWebClient
+    clock: Callable[[], float] = time.monotonic
+    lookup_time_limit: float = GROUP_LOOKUP_SECONDS
+    # group -> (until, members)
     _cache: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     async def groups_of(
         self, user: str, candidates: Collection[str], *, fresh: bool = False
     ) -> set[str]:
-        """The groups among ``candidates`` that ``user`` is in; ``fresh`` asks Slack."""
+        """The groups among ``candidates`` that ``user`` is in; ``fresh`` asks Slack.
+
+        Raises GroupLookupFailed when Slack cannot say within ``GROUP_LOOKUP_SECONDS``.
+        """
         groups = set()
-        for group in candidates:
-            if group.startswith("S") and user in await self.members(group, fresh=fresh):
-                groups.add(group)
+        try:
+            async with asyncio.timeout(self.lookup_time_limit):
+                for group in candidates:
+                    if group.startswith("S") and user in await self.members(group, fresh=fresh):
+                        groups.add(group)
+        except TimeoutError as exc:
+            raise GroupLookupFailed("Slack did not answer a user group lookup in time") from exc
         return groups
 
     async def confirmed(self, user: str, groups: Collection[str]) -> set[str]:
@@ -115,17 +142,24 @@ class UserGroups:
         self._cache.pop(group, None)
 
     async def members(self, group: str, *, fresh: bool = False) -> frozenset[str]:
+        """Raises GroupLookupFailed when Slack cannot answer now."""
         cached = self._cache.get(group)
-        if not fresh and cached and time.monotonic() - cached[0] < GROUP_CACHE_SECONDS:
+        if not fresh and cached and self.clock() < cached[0]:
             return cached[1]
+        ttl = GROUP_CACHE_SECONDS
         try:
             response = await self.client.usergroups_users_list(usergroup=group)
             members = frozenset(response.get("users", []))
-        except SlackApiError:
-            # Unknown or unreadable group: nobody is in it (and say nothing more here;
-            # the refusal tells the clicker they are not an approver).
-            members = frozenset()
-        self._cache[group] = (time.monotonic(), members)
+        except SlackApiError as exc:
+            if exc.response.get("error") == "ratelimited":
+                raise GroupLookupFailed(f"Slack rate limited the lookup of {group}") from exc
+            # Unknown or unreadable group: nobody is in it for now (the refusal tells the
+            # clicker they are not an approver).
+            log.error("user group %s: Slack answered %s", group, exc.response.get("error"))
+            members, ttl = frozenset(), GROUP_ERROR_CACHE_SECONDS
+        except SLACK_FAILURES as exc:
+            raise GroupLookupFailed(f"Slack could not be reached to look up {group}") from exc
+        self._cache[group] = (self.clock() + ttl, members)
         return members
 
 

@@ -17,8 +17,9 @@ State it owns, all in memory (it is a double of Slack for one workspace, nothing
   what the bot uses), ``responses``: every POST to a response URL (:class:`ResponseCall`).
 * Issued ``trigger_id``s (3 s life, single use) and response URLs (5 uses, 30 min), so the
   bot is held to Slack's rules about them.
-* Injected faults: ``rate_limit()`` (HTTP 429 + ``Retry-After``), ``fail()`` (ok:false) and
-  ``hold()`` (a call takes effect, its answer waits: the caller can die not knowing).
+* Injected faults: ``rate_limit()`` (HTTP 429 + ``Retry-After``), ``fail()`` (ok:false),
+  ``unreachable()`` (the connection is dropped unanswered) and ``hold()`` (a call takes
+  effect, its answer waits: the caller can die not knowing).
 * Socket Mode connections and the acks awaited on them.
 
 Driving the bot (``mention``, ``click``, ``submit_view``, ``slash_command`` and their
@@ -534,6 +535,7 @@ class SlackServer:
         self._triggers: dict[str, _TriggerId] = {}
         self._response_urls: dict[str, _ResponseUrl] = {}
         self._injections: dict[str, list[_Injection]] = {}
+        self._unreachable: dict[str, int] = {}
         self._holds: list[HeldAnswer] = []
         self._event_bodies: dict[str, bytes] = {}
         self._socket_tickets: set[str] = set()
@@ -761,6 +763,12 @@ class SlackServer:
         """The next ``times`` calls of ``method`` answer ``{"ok": false, "error": error}``."""
         self._injections.setdefault(method, []).append(_Injection(times=times, error=error))
 
+    def unreachable(self, method: str, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` have their connection dropped unanswered, as
+        when Slack cannot be reached (the client sees a disconnect, after its retries too).
+        ``times=0`` makes it reachable again."""
+        self._unreachable[method] = times
+
     def hold(self, method: str, when: Callable[[Json], bool] = lambda _args: True) -> HeldAnswer:
         """The next call of ``method`` whose arguments match ``when`` takes effect at once (a
         posted message is in the channel) but is answered only after ``release`` is set."""
@@ -792,6 +800,11 @@ class SlackServer:
     async def _handle_api(self, request: web.Request) -> web.Response:
         """``/api/{method}``: record the call, then answer it as Slack would."""
         method = request.match_info["method"]
+        if self._unreachable.get(method):
+            self._unreachable[method] -= 1
+            assert request.transport is not None
+            request.transport.abort()  # no answer at all: the client sees a disconnect
+            return web.Response(status=500)
         try:
             args = await _read_args(request)
             parse_error = None

@@ -268,3 +268,67 @@ async def test_a_gated_call_with_arguments_nested_too_deep_gets_a_clear_answer(
     # Deep, but within reason: asks for approval as usual, and its card can be rendered.
     within = await runner.start(engine_request(calls(("restart_service", {"service": nested(90)}))))
     assert within.status == "paused" and len(within.new_approvals) == 1
+
+
+# -- 5. user-group lookups when Slack cannot answer ----------------------------------------
+
+GROUP_POLICIES = {"restart_service": {"approvers": ["S0ONCALL"]}}
+LOOKUP = "usergroups.users.list"
+
+
+@pytest.fixture
+async def group_slack(repo: Repository) -> AsyncIterator[Harness]:
+    config = make_config(policies=GROUP_POLICIES)
+    async with running_bot(config, repo, usergroups={"S0ONCALL": ["U0ONCALL"]}) as harness:
+        await harness.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+        yield harness
+
+
+async def test_unreachable_slack_refuses_group_clicks_with_try_again(
+    group_slack: Harness, repo: Repository
+) -> None:
+    slack = group_slack
+    [card] = slack.cards()
+    slack.server.unreachable(LOOKUP, times=1000)  # every try, the client's retries included
+    await slack.server.click("U0ONCALL", card, "approval_approve")
+    await slack.server.click("U0ONCALL", card, "approval_deny")
+    await slack.settle()
+    listed = await slack.server.slash_command("U0ONCALL", CHANNEL, text="")
+    assert listed.status == 200 and "try again" in listed.body
+    tries = [t for t in slack.ephemeral_texts("U0ONCALL") if "nothing was decided" in t]
+    assert len(tries) == 2 and all("try again" in t for t in tries)
+    assert slack.server.views == {}
+    assert set(await pending(repo)) == {"db"}
+
+    # Slack is back: nothing about the outage was cached, the member decides.
+    slack.server.unreachable(LOOKUP, times=0)
+    await slack.server.click("U0ONCALL", card, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "db"}]
+
+
+async def test_a_slack_error_about_a_group_is_cached_only_briefly(
+    group_slack: Harness, repo: Repository
+) -> None:
+    slack = group_slack
+    now = [1000.0]
+    slack.bot.services.groups.clock = lambda: now[0]
+    [card] = slack.cards()
+    slack.server.fail(LOOKUP, error="no_such_subteam")
+    await slack.server.click("U0ONCALL", card, "approval_approve")
+    await slack.settle()
+    assert any("not one of the approvers" in t for t in slack.ephemeral_texts("U0ONCALL"))
+    lookups = len([c for c in slack.server.calls if c.method == LOOKUP])
+    assert not await _lists_restart(slack, "U0ONCALL"), "cached for a moment: no new lookup"
+    assert len([c for c in slack.server.calls if c.method == LOOKUP]) == lookups
+
+    now[0] += 60  # a minute later: far less than the 5 minutes a real answer is kept
+    assert await _lists_restart(slack, "U0ONCALL")
+    await slack.server.click("U0ONCALL", card, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "db"}]
+
+
+async def _lists_restart(slack: Harness, user: str) -> bool:
+    listed = await slack.server.slash_command(user, CHANNEL, text="")
+    return "restart_service" in listed.body
