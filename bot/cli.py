@@ -34,11 +34,35 @@ EXIT_INTERRUPTED = 130  # what shells report for a command stopped by Ctrl-C
 WORKER_ID = default_worker_id()
 
 
+# Commands that need a subcommand, and where argparse puts it.
+COMMANDS_WITH_SUBCOMMANDS = {
+    "db": "db_command",
+    "approvals": "approvals_command",
+    "runs": "runs_command",
+}
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line, exit status 2, like every other error of the command line."""
 
+    subcommand_parsers: dict[str, argparse.ArgumentParser]
+
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """Commands and subcommands are checked after the flags: argparse reports a missing
+        required subcommand before an unknown flag, so ``approval-bot --bogus`` said "the
+        following arguments are required: COMMAND" instead of naming ``--bogus``."""
+        parsed = super().parse_args(args, namespace)
+        if parsed.command is None:
+            self.error("the following arguments are required: COMMAND")
+        for command, dest in COMMANDS_WITH_SUBCOMMANDS.items():
+            if parsed.command == command and getattr(parsed, dest) is None:
+                self.subcommand_parsers[command].error(
+                    "the following arguments are required: SUBCOMMAND"
+                )
+        return parsed
 
 
 def tcp_port(text: str) -> int:
@@ -73,7 +97,7 @@ CONVERSATION_KEY = bounded_text(Run.__table__.c.conversation_key.type.length)
 MAX_LIST_LIMIT = 100_000
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(
         prog="approval-bot",
         description="A Slack bot that runs llm agents and asks humans before risky tool calls.",
@@ -83,16 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="TOML configuration file (default: $APPROVAL_BOT_CONFIG or ./approval-bot.toml)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     db = commands.add_parser("db", help="database maintenance")
-    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
+    db_commands = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND")
     db_commands.add_parser("upgrade", help="apply schema migrations (the bot also does at start)")
 
     approvals = commands.add_parser("approvals", help="list and decide approvals")
-    approval_commands = approvals.add_subparsers(
-        dest="approvals_command", required=True, metavar="SUBCOMMAND"
-    )
+    approval_commands = approvals.add_subparsers(dest="approvals_command", metavar="SUBCOMMAND")
     listing = approval_commands.add_parser("list", help="pending approvals, newest first")
     listing.add_argument("--json", action="store_true", help="print them as a JSON list")
     listing.add_argument("--limit", type=list_limit, default=100, help="at most this many (100)")
@@ -108,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     approval_commands.add_parser("expire", help="expire overdue approvals now (the bot sweeps too)")
 
     runs = commands.add_parser("runs", help="inspect runs")
-    run_commands = runs.add_subparsers(dest="runs_command", required=True, metavar="SUBCOMMAND")
+    run_commands = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     show = run_commands.add_parser("show", help="a run, its approvals and its audit trail")
     show.add_argument("run_id", metavar="ID")
     show.add_argument("--json", action="store_true")
@@ -132,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _add_slack_commands(commands)
+    parser.subcommand_parsers = {"db": db, "approvals": approvals, "runs": runs}
     return parser
 
 
@@ -158,8 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not args.verbose:
-        # One line per HTTP request drowns what matters; -v brings it back.
+        # One line per HTTP request drowns what matters, and every command on a fresh
+        # database would print Alembic's migration steps; -v brings both back.
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
     if args.command == "playground":
         from bot.playground_cli import run_playground
 

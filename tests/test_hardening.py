@@ -332,3 +332,95 @@ async def test_a_slack_error_about_a_group_is_cached_only_briefly(
 async def _lists_restart(slack: Harness, user: str) -> bool:
     listed = await slack.server.slash_command(user, CHANNEL, text="")
     return "restart_service" in listed.body
+
+
+# -- 6. the command line -------------------------------------------------------------------
+
+
+def cli(tmp_path: Any, *argv: str, database_url: str | None = None) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    from tests.serve_process import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env["DATABASE_URL"] = database_url or f"sqlite:///{tmp_path / 'fresh.db'}"
+    env.pop("APPROVAL_BOT_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *argv],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--bogus"], "--bogus"),
+        (["--bogus=1", "-v"], "--bogus=1"),
+        (["approvals", "--bogus"], "--bogus"),
+        (["runs", "-x"], "-x"),
+    ],
+)
+def test_an_unknown_flag_is_named_not_a_missing_command(
+    tmp_path: Any, argv: list[str], named: str
+) -> None:
+    result = cli(tmp_path, *argv)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"unrecognized arguments: {named}" in result.stderr
+    assert "required" not in result.stderr
+
+
+def test_a_missing_command_is_still_said(tmp_path: Any) -> None:
+    result = cli(tmp_path)
+    assert result.returncode == 2 and "required: COMMAND" in result.stderr
+
+
+@pytest.fixture
+async def fresh_database_url(backend: str, tmp_path: Any) -> AsyncIterator[str]:
+    """An empty database, never migrated: what a first run meets."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    import asyncpg
+    from sqlalchemy.engine import make_url
+    from ulid import ULID
+
+    from tests.conftest import POSTGRES_URL
+
+    name = f"fresh_{str(ULID()).lower()}"
+    plain = POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://")
+    admin = await asyncpg.connect(plain)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(plain).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def test_commands_on_a_fresh_database_say_nothing_on_stderr(
+    tmp_path: Any, fresh_database_url: str
+) -> None:
+    import asyncio
+
+    def run(*argv: str) -> Any:
+        return cli(tmp_path, *argv, database_url=fresh_database_url)
+
+    listed = await asyncio.to_thread(run, "approvals", "list")
+    assert listed.returncode == 0 and listed.stderr == "", listed.stderr
+    assert "No approvals are pending" in listed.stdout
+    upgraded = await asyncio.to_thread(run, "db", "upgrade")
+    assert upgraded.returncode == 0 and upgraded.stderr == "", upgraded.stderr
+
+    # -v still shows what the migrations do.
+    (tmp_path / "fresh.db").unlink(missing_ok=True)
+    verbose = await asyncio.to_thread(run, "-v", "runs", "recover")
+    assert verbose.returncode == 0
+    if fresh_database_url.startswith("sqlite"):
+        assert "alembic" in verbose.stderr
