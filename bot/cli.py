@@ -50,7 +50,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
-    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> Any:
         """Commands and subcommands are checked after the flags: argparse reports a missing
         required subcommand before an unknown flag, so ``approval-bot --bogus`` said "the
         following arguments are required: COMMAND" instead of naming ``--bogus``."""
