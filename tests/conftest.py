@@ -7,6 +7,7 @@ skipped with that reason. Each PostgreSQL test gets its own schema, dropped afte
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -15,6 +16,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from sqlalchemy.engine import make_url
 from ulid import ULID
 
 os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-llm-"))
@@ -133,3 +135,55 @@ def make_runner(repo: Repository, config: Config) -> Callable[..., Runner]:
 @pytest.fixture
 def runner(make_runner: Callable[..., Runner]) -> Runner:
     return make_runner(worker_id="worker-a")
+
+
+# -- whole databases, for processes that open one by URL -----------------------------
+
+
+def _plain(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+async def _admin() -> asyncpg.Connection:
+    return await asyncpg.connect(_plain(POSTGRES_URL))
+
+
+@contextlib.asynccontextmanager
+async def fresh_postgres_database() -> AsyncIterator[str]:
+    """A new database on the test server, dropped afterwards; its URL."""
+    name = f"t_{str(ULID()).lower()}"
+    admin = await _admin()
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield (
+            make_url(_plain(POSTGRES_URL)).set(database=name).render_as_string(hide_password=False)
+        )
+    finally:
+        admin = await _admin()
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@pytest.fixture
+async def postgres_database() -> AsyncIterator[str]:
+    """PostgreSQL only; skipped (saying why) when no server is configured."""
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL variant: APPROVAL_BOT_TEST_POSTGRES_URL is not set")
+    async with fresh_postgres_database() as url:
+        yield url
+
+
+@pytest.fixture
+async def database_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
+    """An empty database of each backend in turn, openable by URL alone (bot processes and
+    the CLI cannot be told a schema); PostgreSQL's is a new database, dropped afterwards."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'bot.db'}"
+        return
+    async with fresh_postgres_database() as url:
+        yield url

@@ -381,36 +381,13 @@ def test_a_missing_command_is_still_said(tmp_path: Any) -> None:
     assert result.returncode == 2 and "required: COMMAND" in result.stderr
 
 
-@pytest.fixture
-async def fresh_database_url(backend: str, tmp_path: Any) -> AsyncIterator[str]:
-    """An empty database, never migrated: what a first run meets."""
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    import asyncpg
-    from sqlalchemy.engine import make_url
-    from ulid import ULID
-
-    from tests.conftest import POSTGRES_URL
-
-    name = f"fresh_{str(ULID()).lower()}"
-    plain = POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://")
-    admin = await asyncpg.connect(plain)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(plain).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await admin.close()
-
-
 async def test_commands_on_a_fresh_database_say_nothing_on_stderr(
-    tmp_path: Any, fresh_database_url: str
+    tmp_path: Any, database_url: str
 ) -> None:
     import asyncio
 
     def run(*argv: str) -> Any:
-        return cli(tmp_path, *argv, database_url=fresh_database_url)
+        return cli(tmp_path, *argv, database_url=database_url)
 
     listed = await asyncio.to_thread(run, "approvals", "list")
     assert listed.returncode == 0 and listed.stderr == "", listed.stderr
@@ -422,5 +399,5 @@ async def test_commands_on_a_fresh_database_say_nothing_on_stderr(
     (tmp_path / "fresh.db").unlink(missing_ok=True)
     verbose = await asyncio.to_thread(run, "-v", "runs", "recover")
     assert verbose.returncode == 0
-    if fresh_database_url.startswith("sqlite"):
+    if database_url.startswith("sqlite"):
         assert "alembic" in verbose.stderr

@@ -13,39 +13,19 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import aiohttp
-import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
-from ulid import ULID
 
 from bot.clock import utcnow
 from bot.config import Config, load_config
 from bot.runner import Request, Runner
 from playground.slack_server import Message, SlackServer
 from storage.repository import Repository
-from tests.conftest import POSTGRES_URL
 from tests.serve_process import CONFIG, ROOT, SECRET, ServedBot, served_bot
-
-
-@pytest.fixture
-async def database_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
-    """A fresh database that a bot process of its own can open by URL alone."""
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'bot.db'}"
-        return
-    name = f"t_{str(ULID()).lower()}"
-    admin = await asyncpg.connect(POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://"))
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 async def until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -120,7 +100,8 @@ async def test_sigterm_lets_a_running_tool_finish_and_records_it(
 ) -> None:
     log = tmp_path / "tool.log"
     async with served_bot(database_url, tmp_path, capture_output=True) as served:
-        approval_id = await approve_slow_restart(served, log, seconds=4)
+        # 8 s: long enough that a loaded machine still sees the port close before it ends.
+        approval_id = await approve_slow_restart(served, log, seconds=8)
         served.process.send_signal(signal.SIGTERM)
         # No new requests: the port is closed while the tool still runs.
         await until_refused(served.url)
