@@ -79,7 +79,8 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[index]
 
 
-async def bench(cycles: int, database: Path) -> dict[str, Any]:
+async def open_runner(database: Path) -> tuple[Repository, Runner]:
+    """The bot's repository and runner on ``database``, with the benchmark model and tool."""
     prepare_llm()
     register_model(BenchModel())
     config = config_from_dict(
@@ -90,30 +91,36 @@ async def bench(cycles: int, database: Path) -> dict[str, Any]:
         }
     )
     repo = await Repository.open(f"sqlite+aiosqlite:///{database}")
-    runner = Runner(repo, config, worker_id="bench")
+    return repo, Runner(repo, config, worker_id="bench")
+
+
+async def cycle(runner: Runner, i: int) -> tuple[float, str]:
+    """One pause -> persist -> decide -> resume cycle: its seconds less the model's, its run id."""
+    model_before = len(MODEL_SECONDS)
+    started = time.perf_counter()
+    paused = await runner.start(
+        Request(
+            text=f"restart svc{i}", requester="U0REQUESTER", channel="C0OPS", thread_ts=f"{i}.0"
+        )
+    )
+    assert paused.status == "paused", paused
+    decision = await runner.decide(paused.new_approvals[0].id, actor="U0APPROVER", approve=True)
+    assert decision.resume_claimed
+    done = await runner.resume(paused.run_id)
+    assert done.status == "completed", done
+    return time.perf_counter() - started - sum(MODEL_SECONDS[model_before:]), paused.run_id
+
+
+async def bench(cycles: int, database: Path) -> dict[str, Any]:
+    repo, runner = await open_runner(database)
     per_cycle: list[float] = []
     stored_bytes: list[int] = []
     for i in range(cycles + 50):
-        model_before = len(MODEL_SECONDS)
-        started = time.perf_counter()
-        paused = await runner.start(
-            Request(
-                text=f"restart svc{i}", requester="U0REQUESTER", channel="C0OPS", thread_ts=f"{i}.0"
-            )
-        )
-        assert paused.status == "paused", paused
-        paused_at = time.perf_counter()
-        decision = await runner.decide(paused.new_approvals[0].id, actor="U0APPROVER", approve=True)
-        assert decision.resume_claimed
-        done = await runner.resume(paused.run_id)
-        assert done.status == "completed", done
-        elapsed = time.perf_counter() - started - sum(MODEL_SECONDS[model_before:])
+        elapsed, run_id = await cycle(runner, i)
         if i >= 50:  # warm-up: imports, first connections, statement caches
             per_cycle.append(elapsed)
-            run = paused.run
-            assert run is not None
             if i < 250:
-                stored_bytes.append(await paused_size(repo, paused.run_id, paused_at))
+                stored_bytes.append(await paused_size(repo, run_id))
     await repo.close()
     return {
         "cycles": cycles,
@@ -126,7 +133,7 @@ async def bench(cycles: int, database: Path) -> dict[str, Any]:
     }
 
 
-async def paused_size(repo: Repository, run_id: str, _paused_at: float) -> int:
+async def paused_size(repo: Repository, run_id: str) -> int:
     """Bytes of what a paused run keeps: its history and its approval rows (as JSON)."""
     run = await repo.get_run(run_id)
     approvals = await repo.approvals_for_run(run_id)

@@ -88,6 +88,10 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Inline mode: writes between two checkpoints of the WAL by the writer thread, and how long
 # the RESTART step of one waits for readers (writers queue behind it meanwhile).
 CHECKPOINT_EVERY = 200
+# Every SQLite connection's PRAGMA synchronous. In WAL mode NORMAL makes a commit durable at
+# the next checkpoint, FULL at the commit itself (an fsync of the WAL). bench/peers sets it to
+# measure both.
+SQLITE_SYNCHRONOUS = "NORMAL"
 RESTART_WAIT_MS = 50
 SQLITE_READER_THREADS = 2
 
@@ -210,7 +214,7 @@ def _set_pragmas(connection: Any, busy_timeout_ms: int) -> None:
     cursor = connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
     cursor.execute("PRAGMA journal_mode = WAL")
-    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.execute(f"PRAGMA synchronous = {SQLITE_SYNCHRONOUS}")
     cursor.execute("PRAGMA foreign_keys = ON")
     cursor.close()
 
