@@ -1,0 +1,181 @@
+"""Run the side-by-side table: ``python -m bench.peers [--cycles 2000]``. See __init__.py."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import engine_cycle  # sets LLM_USER_PATH and sys.path before llm is imported
+from bench.peers.common import (
+    SYNCHRONOUS_LEVELS,
+    SYNCHRONOUS_SETTINGS,
+    CommitCounter,
+    Peer,
+    check_durability,
+)
+
+BASELINE = "approval-bot"
+
+
+def peer_factories() -> tuple[list[tuple[str, Callable[[], Peer]]], list[str]]:
+    """Every peer that can be imported, in table order; and a line for each that cannot."""
+    factories: list[tuple[str, Callable[[], Peer]]] = []
+    missing: list[str] = []
+    from bench.peers.approval_bot import ApprovalBot
+
+    factories.append((BASELINE, ApprovalBot))
+    try:
+        from bench.peers.langgraph_cycle import LangGraph
+
+        factories.append(("langgraph-default", lambda: LangGraph(None)))
+        factories.append(("langgraph-exit", lambda: LangGraph("exit")))
+    except ImportError as exc:
+        missing.append(f"LangGraph: not installed ({exc}); pip install -e '.[peers]'")
+    try:
+        from bench.peers.openai_agents import OpenAIAgents
+
+        factories.append(("openai-agents", OpenAIAgents))
+    except ImportError as exc:
+        missing.append(f"OpenAI Agents SDK: not installed ({exc}); pip install -e '.[peers]'")
+    from bench.peers.floor import SqliteFloor
+    from bench.peers.raw_llm import RawLlm
+
+    factories.append(("raw-llm", RawLlm))
+    factories.append(("sqlite-floor", SqliteFloor))
+    return factories, missing
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+async def run_table(
+    factories: list[tuple[str, Callable[[], Peer]]],
+    synchronous: str,
+    cycles: int,
+    warmup: int,
+    directory: Path,
+) -> dict[str, Any]:
+    """Every peer at one synchronous setting, interleaved: one cycle each per round."""
+    peers: dict[str, Peer] = {}
+    for key, factory in factories:
+        peer = factory()
+        await peer.open(directory, synchronous)
+        peers[key] = peer
+    counter = CommitCounter()
+    commits: dict[str, int] = {}
+    seconds: dict[str, list[float]] = {key: [] for key in peers}
+    keys = list(peers)
+    load_before = load()
+    started = time.monotonic()
+    try:
+        for i in range(warmup + cycles):
+            # Rotate the order each round: no peer always runs right after another one.
+            shift = i % len(keys)
+            for key in keys[shift:] + keys[:shift]:
+                peer = peers[key]
+                if i == warmup - 1:  # the last warm-up cycle, untimed: count its commits
+                    check_durability(peer.connections(), synchronous)
+                    with counter.counting(*peer.connections()):
+                        await peer.cycle(i)
+                    commits[key] = counter.count
+                    continue
+                elapsed = await peer.cycle(i)
+                if i >= warmup:
+                    seconds[key].append(elapsed)
+    finally:
+        for peer in peers.values():
+            await peer.close()
+    wall = time.monotonic() - started
+    rows = {}
+    for key, values in seconds.items():
+        rows[key] = {
+            "name": peers[key].name,
+            "durability": peers[key].durability,
+            "commits_per_cycle": commits.get(key),
+            "p50_ms": statistics.median(values) * 1000,
+            "p99_ms": engine_cycle.percentile(values, 99) * 1000,
+            "mean_ms": statistics.fmean(values) * 1000,
+        }
+    return {
+        "synchronous": synchronous,
+        "cycles": cycles,
+        "load_before": load_before,
+        "load_after": load(),
+        "seconds": round(wall, 1),
+        "rows": rows,
+    }
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """One markdown table: p50/p99 per cycle and the ratio to approval-bot, per setting."""
+    settings = [r["synchronous"] for r in results]
+    head = ["per cycle, ms", "commits"]
+    for setting in settings:
+        head += [f"{setting}: p50", "p99", "p50 ÷ approval-bot"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    first = results[0]["rows"]
+    for key, row in first.items():
+        cells = [row["name"], str(row["commits_per_cycle"])]
+        for result in results:
+            r = result["rows"][key]
+            base = result["rows"][BASELINE]["p50_ms"]
+            cells += [f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['p50_ms'] / base:.2f}×"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=2000, help="timed cycles per peer")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed cycles first")
+    parser.add_argument(
+        "--synchronous",
+        default=",".join(SYNCHRONOUS_SETTINGS),
+        help="PRAGMA synchronous settings, one table part each (default: NORMAL,FULL)",
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    args = parser.parse_args()
+    if args.warmup < 1:
+        parser.error("--warmup must be at least 1 (its last cycle counts the commits)")
+    settings = [s.strip().upper() for s in args.synchronous.split(",") if s.strip()]
+    for setting in settings:
+        if setting not in SYNCHRONOUS_LEVELS:
+            parser.error(f"--synchronous: {setting!r} is not a SQLite synchronous setting")
+    factories, missing = peer_factories()
+    results = []
+    for setting in settings:
+        # Beside the repository (a disk, as a deployment's), not a tmpfs /tmp would be.
+        with tempfile.TemporaryDirectory(prefix="bench-peers-", dir=Path.cwd()) as tmp:
+            result = asyncio.run(run_table(factories, setting, args.cycles, args.warmup, Path(tmp)))
+        results.append(result)
+        print(
+            f"synchronous = {setting}: {args.cycles} cycles each in {result['seconds']} s, "
+            f"load {result['load_before']} -> {result['load_after']}",
+            file=sys.stderr,
+        )
+    print(f"{os.cpu_count()} cores; SQLite WAL; {args.cycles} cycles per peer, interleaved")
+    for result in results:
+        print(
+            f"synchronous = {result['synchronous']}: load average "
+            f"{result['load_before']} before, {result['load_after']} after"
+        )
+    print()
+    print(table(results))
+    for line in missing:
+        print(f"\nNot measured: {line}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

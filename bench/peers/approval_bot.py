@@ -1,0 +1,40 @@
+"""approval-bot's own cycle: bench/engine_cycle.py's runner, model and tool, unchanged."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from bench import engine_cycle
+from bot.runner import Runner
+from storage import db
+from storage.repository import Repository
+
+
+class ApprovalBot:
+    name = "approval-bot (`bench/engine_cycle.py`)"
+    durability = "every connection's PRAGMA synchronous (`storage.db.SQLITE_SYNCHRONOUS`)"
+
+    def __init__(self) -> None:
+        self.repo: Repository | None = None
+        self.runner: Runner | None = None
+        self._synchronous_before = db.SQLITE_SYNCHRONOUS
+
+    async def open(self, directory: Path, synchronous: str) -> None:
+        # Read whenever a connection opens (the writer thread's opens later): kept until close.
+        db.SQLITE_SYNCHRONOUS = synchronous
+        self.repo, self.runner = await engine_cycle.open_runner(directory / "approval-bot.db")
+
+    async def cycle(self, i: int) -> float:
+        assert self.runner is not None
+        seconds, _run_id = await engine_cycle.cycle(self.runner, i)
+        return seconds
+
+    def connections(self) -> list[sqlite3.Connection]:
+        assert self.repo is not None
+        return list(self.repo.database._connections)  # type: ignore[attr-defined]
+
+    async def close(self) -> None:
+        if self.repo is not None:
+            await self.repo.close()
+        db.SQLITE_SYNCHRONOUS = self._synchronous_before

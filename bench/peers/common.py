@@ -1,0 +1,99 @@
+"""What every peer shares: the cycle interface, its SQLite connection, the fake model's clock."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+SYNCHRONOUS_SETTINGS = ("NORMAL", "FULL")
+
+
+class Peer(Protocol):
+    """One framework doing the cycle: set up once, then one cycle per call."""
+
+    name: str
+    durability: str  # how the peer is set to the table's synchronous setting, for the table
+
+    async def open(self, directory: Path, synchronous: str) -> None: ...
+
+    async def cycle(self, i: int) -> float:
+        """One cycle (run ``i``); its seconds less the fake model's own."""
+        ...
+
+    def connections(self) -> list[sqlite3.Connection]:
+        """Its SQLite connections, to count the commits of one cycle (:class:`CommitCounter`)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def connect(path: Path, synchronous: str) -> sqlite3.Connection:
+    """A connection as the peers' own docs set one up, plus WAL and the table's setting.
+
+    Python's default transaction handling (an implicit BEGIN before a write, ``commit()``);
+    SQLite's own WAL auto-checkpoint (every 1,000 pages), as an application would have.
+    """
+    connection = sqlite3.connect(path, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute(f"PRAGMA synchronous = {synchronous}")
+    return connection
+
+
+SYNCHRONOUS_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
+
+
+def check_durability(connections: list[sqlite3.Connection], synchronous: str) -> None:
+    """Every connection a peer writes through is in WAL mode at the table's setting."""
+    assert connections, "a peer without a connection cannot be checked"
+    for connection in connections:
+        (level,) = connection.execute("PRAGMA synchronous").fetchone()
+        (journal,) = connection.execute("PRAGMA journal_mode").fetchone()
+        assert (level, journal) == (SYNCHRONOUS_LEVELS[synchronous], "wal"), (level, journal)
+
+
+class CommitCounter:
+    """Counts the COMMITs SQLite runs on some connections (trace callbacks), while enabled.
+
+    Used on one cycle after the warm-up, never on a timed one: a trace callback costs time.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _trace(self, statement: str) -> None:
+        if statement.strip().upper().startswith(("COMMIT", "END")):
+            self.count += 1
+
+    @contextmanager
+    def counting(self, *connections: sqlite3.Connection) -> Iterator[None]:
+        self.count = 0
+        for connection in connections:
+            connection.set_trace_callback(self._trace)
+        try:
+            yield
+        finally:
+            for connection in connections:
+                connection.set_trace_callback(None)
+
+
+class ModelClock:
+    """The fake models' own time, to subtract from each cycle."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @contextmanager
+    def timing(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def timed_cycle_seconds(started: float, clock: ModelClock, model_before: float) -> float:
+    return time.perf_counter() - started - (clock.seconds - model_before)

@@ -1,0 +1,119 @@
+"""The SQLite floor: approval-bot's own write transactions, replayed with nothing around them.
+
+At start-up one approval-bot cycle runs with a trace on its connection; every statement of
+every write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) is kept, with the run's and the
+approvals' ids, the conversation key and the thread turned into parameters. Each cycle then
+runs those transactions on the same schema, with fresh ids: the same rows, the same indexes,
+the same number of commits, and no Python framework at all. It follows the bot's
+transactions as they change (the table says how many commits it replayed).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+from bench import engine_cycle
+from bench.peers.common import connect
+from storage import db
+
+APPROVAL_ID = re.compile(r"'(apr_[0-9A-Z]{26})'")
+
+
+async def capture(database: Path) -> list[list[str]]:
+    """approval-bot's write transactions for one cycle, as parameterized statements."""
+    repo, runner = await engine_cycle.open_runner(database)
+    try:
+        await engine_cycle.cycle(runner, 0)  # first connections, statement caches
+        statements: list[str] = []
+        connections = list(repo.database._connections)  # type: ignore[attr-defined]
+        for connection in connections:
+            connection.set_trace_callback(statements.append)
+        try:
+            _seconds, run_id = await engine_cycle.cycle(runner, 1)
+        finally:
+            for connection in connections:
+                connection.set_trace_callback(None)
+    finally:
+        await repo.close()
+    approval_ids = sorted({m for s in statements for m in APPROVAL_ID.findall(s)})
+    assert len(approval_ids) == 1, approval_ids
+    replacements = {
+        f"'{run_id}'": ":run",
+        f"'{approval_ids[0]}'": ":approval",
+        "':C0OPS:1.0'": ":conversation",
+        "'1.0'": ":thread",
+    }
+    transactions: list[list[str]] = []
+    current: list[str] | None = None
+    for statement in statements:
+        if statement.startswith("BEGIN IMMEDIATE"):
+            current = []
+        elif statement.startswith("COMMIT"):
+            if current is not None:  # else a read's transaction
+                transactions.append(current)
+            current = None
+        elif current is not None:
+            for literal, parameter in replacements.items():
+                statement = statement.replace(literal, parameter)
+            current.append(statement)
+    assert transactions, "no write transaction was traced"
+    return transactions
+
+
+class SqliteFloor:
+    name = "SQLite floor: approval-bot's own transactions, replayed"
+    durability = "its connection's PRAGMA synchronous"
+
+    def __init__(self) -> None:
+        self.connection: sqlite3.Connection | None = None
+        self.transactions: list[list[str]] = []
+
+    async def open(self, directory: Path, synchronous: str) -> None:
+        database = directory / "floor.db"
+        before = db.SQLITE_SYNCHRONOUS
+        db.SQLITE_SYNCHRONOUS = synchronous
+        try:
+            self.transactions = await capture(database)
+        finally:
+            db.SQLITE_SYNCHRONOUS = before
+        self.connection = connect(database, synchronous)
+        self.connection.isolation_level = None  # BEGIN IMMEDIATE and COMMIT as the bot's
+        self.connection.execute("PRAGMA foreign_keys = ON")
+        # The replay must do what the bot did: every conditional UPDATE finds its row.
+        self._replay("check")
+        run = self.connection.execute("SELECT status FROM runs WHERE id = 'run_check'")
+        assert run.fetchone() == ("completed",)
+        approval = self.connection.execute(
+            "SELECT status FROM approvals WHERE id = 'apr_check'"
+        ).fetchone()
+        assert approval == ("executed",), approval
+
+    def _replay(self, key: str) -> None:
+        connection = self.connection
+        assert connection is not None
+        params = {
+            "run": f"run_{key}",
+            "approval": f"apr_{key}",
+            "conversation": f":C0FLOOR:{key}",
+            "thread": key,
+        }
+        for statements in self.transactions:
+            connection.execute("BEGIN IMMEDIATE")
+            for statement in statements:
+                connection.execute(statement, params).fetchall()
+            connection.execute("COMMIT")
+
+    async def cycle(self, i: int) -> float:
+        started = time.perf_counter()
+        self._replay(str(i))
+        return time.perf_counter() - started
+
+    def connections(self) -> list[sqlite3.Connection]:
+        return [self.connection] if self.connection is not None else []
+
+    async def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
