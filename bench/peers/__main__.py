@@ -171,6 +171,9 @@ def main() -> None:
         )
     print()
     print(table(results))
+    print("\nHow each is set to the setting (every connection checked: WAL, that level):")
+    for row in results[0]["rows"].values():
+        print(f"- {row['name']}: {row['durability']}")
     for line in missing:
         print(f"\nNot measured: {line}")
     if args.json:

@@ -38,6 +38,9 @@ class RawLlm:
         self.connection: sqlite3.Connection | None = None
         self.model = engine_cycle.BenchModel()
         self._approved = False
+        # Built once: passing the function itself would rebuild its schema (a pydantic model)
+        # on every chain, about 1 ms.
+        self.tool = llm.Tool.function(self.restart_service)
 
     async def open(self, directory: Path, synchronous: str) -> None:
         self.connection = connect(directory / "raw-llm.db", synchronous)
@@ -71,7 +74,7 @@ class RawLlm:
         # Pause: the model asks for the call, the tool raises PauseChain; store the history.
         self._approved = False
         system = Message(role="system", parts=[TextPart(text=DEFAULT_SYSTEM_PROMPT)])
-        chain = self.model.chain(f"restart svc{i}", messages=[system], tools=[self.restart_service])
+        chain = self.model.chain(f"restart svc{i}", messages=[system], tools=[self.tool])
         history, answer = await self._drive(chain)
         assert answer is None
         connection.execute(
@@ -94,7 +97,7 @@ class RawLlm:
         self._approved = True
         chain = self.model.chain(
             messages=[Message.from_dict(m) for m in json.loads(stored)],
-            tools=[self.restart_service],
+            tools=[self.tool],
         )
         history, answer = await self._drive(chain)
         assert answer == f"Done: restarted svc{i}", answer
