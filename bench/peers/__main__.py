@@ -73,6 +73,7 @@ async def run_table(
         peers[key] = peer
     counter = CommitCounter()
     commits: dict[str, int] = {}
+    stored: dict[str, int | None] = {}
     seconds: dict[str, list[float]] = {key: [] for key in peers}
     keys = list(peers)
     load_before = load()
@@ -85,9 +86,12 @@ async def run_table(
                 peer = peers[key]
                 if i == warmup - 1:  # the last warm-up cycle, untimed: count its commits
                     check_durability(peer.connections(), synchronous)
+                    peer.measuring = True
                     with counter.counting(*peer.connections()):
                         await peer.cycle(i)
+                    peer.measuring = False
                     commits[key] = counter.count
+                    stored[key] = await peer.stored_at_pause()
                     continue
                 elapsed = await peer.cycle(i)
                 if i >= warmup:
@@ -102,6 +106,7 @@ async def run_table(
             "name": peers[key].name,
             "durability": peers[key].durability,
             "commits_per_cycle": commits.get(key),
+            "bytes_at_pause": stored.get(key),
             "p50_ms": statistics.median(values) * 1000,
             "p99_ms": engine_cycle.percentile(values, 99) * 1000,
             "mean_ms": statistics.fmean(values) * 1000,
@@ -119,13 +124,14 @@ async def run_table(
 def table(results: list[dict[str, Any]]) -> str:
     """One markdown table: p50/p99 per cycle and the ratio to approval-bot, per setting."""
     settings = [r["synchronous"] for r in results]
-    head = ["per cycle, ms", "commits"]
+    head = ["per cycle, ms", "commits", "bytes at pause"]
     for setting in settings:
         head += [f"{setting}: p50", "p99", "p50 ÷ approval-bot"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     first = results[0]["rows"]
     for key, row in first.items():
-        cells = [row["name"], str(row["commits_per_cycle"])]
+        stored = "" if row["bytes_at_pause"] is None else f"{row['bytes_at_pause']:,}"
+        cells = [row["name"], str(row["commits_per_cycle"]), stored]
         for result in results:
             r = result["rows"][key]
             base = result["rows"][BASELINE]["p50_ms"]

@@ -19,6 +19,8 @@ class ApprovalBot:
         self.repo: Repository | None = None
         self.runner: Runner | None = None
         self._synchronous_before = db.SQLITE_SYNCHRONOUS
+        self.measuring = False
+        self._run_id = ""
 
     async def open(self, directory: Path, synchronous: str) -> None:
         # Read whenever a connection opens (the writer thread's opens later): kept until close.
@@ -27,8 +29,13 @@ class ApprovalBot:
 
     async def cycle(self, i: int) -> float:
         assert self.runner is not None
-        seconds, _run_id = await engine_cycle.cycle(self.runner, i)
+        seconds, self._run_id = await engine_cycle.cycle(self.runner, i)
         return seconds
+
+    async def stored_at_pause(self) -> int | None:
+        """engine_cycle's measure: the paused history and the approval rows' fields."""
+        assert self.repo is not None
+        return await engine_cycle.paused_size(self.repo, self._run_id)
 
     def connections(self) -> list[sqlite3.Connection]:
         assert self.repo is not None

@@ -17,6 +17,7 @@ class Peer(Protocol):
 
     name: str
     durability: str  # how the peer is set to the table's synchronous setting, for the table
+    measuring: bool  # set during the one untimed cycle that counts commits and stored bytes
 
     async def open(self, directory: Path, synchronous: str) -> None: ...
 
@@ -26,6 +27,10 @@ class Peer(Protocol):
 
     def connections(self) -> list[sqlite3.Connection]:
         """Its SQLite connections, to count the commits of one cycle (:class:`CommitCounter`)."""
+        ...
+
+    async def stored_at_pause(self) -> int | None:
+        """Bytes the measured cycle stored for its run while it waited for the decision."""
         ...
 
     async def close(self) -> None: ...

@@ -92,6 +92,8 @@ class LangGraph:
         self.durability = "PRAGMA synchronous on the connection given to SqliteSaver"
         self.connection: sqlite3.Connection | None = None
         self.graph: Any = None
+        self.measuring = False
+        self._paused_bytes: int | None = None
 
     async def open(self, directory: Path, synchronous: str) -> None:
         name = "default" if self.mode is None else self.mode
@@ -108,11 +110,30 @@ class LangGraph:
         request = [SystemMessage(DEFAULT_SYSTEM_PROMPT), HumanMessage(f"restart svc{i}")]
         paused = self.graph.invoke({"messages": request}, config, **options)
         assert "__interrupt__" in paused, paused
+        if self.measuring:
+            self._paused_bytes = self._thread_bytes(f"run{i}")
         done = self.graph.invoke(
             Command(resume={"approved": True, "actor": "U0APPROVER"}), config, **options
         )
         assert done["messages"][-1].content == f"Done: restarted svc{i}", done
         return time.perf_counter() - started - (CLOCK.seconds - model_before)
+
+    def _thread_bytes(self, thread_id: str) -> int:
+        """The checkpoints and pending writes stored for a thread (LangGraph keeps them all)."""
+        assert self.connection is not None
+        (checkpoints,) = self.connection.execute(
+            "SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) FROM checkpoints"
+            " WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()
+        (writes,) = self.connection.execute(
+            "SELECT coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+        return int(checkpoints) + int(writes)
+
+    async def stored_at_pause(self) -> int | None:
+        """Its checkpoints and pending writes for the paused thread."""
+        return self._paused_bytes
 
     def connections(self) -> list[sqlite3.Connection]:
         return [self.connection] if self.connection is not None else []

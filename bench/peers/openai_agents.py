@@ -92,6 +92,8 @@ class OpenAIAgents:
 
     def __init__(self) -> None:
         self.connection: sqlite3.Connection | None = None
+        self.measuring = False
+        self._paused_bytes = 0
         set_tracing_disabled(True)
         self.agent = Agent(
             name="ops",
@@ -115,9 +117,10 @@ class OpenAIAgents:
         # Pause: the tool needs approval, the run stops with an interruption; store the state.
         paused = await Runner.run(self.agent, f"restart svc{i}", run_config=self.run_config)
         assert paused.interruptions, paused
+        state_string = paused.to_state().to_string()
+        self._paused_bytes = len(state_string)
         connection.execute(
-            "INSERT INTO runs (id, status, state) VALUES (?, 'paused', ?)",
-            (run_id, paused.to_state().to_string()),
+            "INSERT INTO runs (id, status, state) VALUES (?, 'paused', ?)", (run_id, state_string)
         )
         connection.commit()
         # Decide: a conditional UPDATE of the row.
@@ -141,6 +144,10 @@ class OpenAIAgents:
         )
         connection.commit()
         return time.perf_counter() - started - (CLOCK.seconds - model_before)
+
+    async def stored_at_pause(self) -> int | None:
+        """RunState.to_string(): the SDK's serialized state, in the row."""
+        return self._paused_bytes
 
     def connections(self) -> list[sqlite3.Connection]:
         return [self.connection] if self.connection is not None else []

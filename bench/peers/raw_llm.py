@@ -38,6 +38,8 @@ class RawLlm:
         self.connection: sqlite3.Connection | None = None
         self.model = engine_cycle.BenchModel()
         self._approved = False
+        self.measuring = False
+        self._paused_bytes = 0
         # Built once: passing the function itself would rebuild its schema (a pydantic model)
         # on every chain, about 1 ms.
         self.tool = llm.Tool.function(self.restart_service)
@@ -77,9 +79,10 @@ class RawLlm:
         chain = self.model.chain(f"restart svc{i}", messages=[system], tools=[self.tool])
         history, answer = await self._drive(chain)
         assert answer is None
+        paused = json.dumps([m.to_dict() for m in history])
+        self._paused_bytes = len(paused)
         connection.execute(
-            "INSERT INTO runs (id, status, history) VALUES (?, 'paused', ?)",
-            (run_id, json.dumps([m.to_dict() for m in history])),
+            "INSERT INTO runs (id, status, history) VALUES (?, 'paused', ?)", (run_id, paused)
         )
         connection.commit()
         # Decide: a conditional UPDATE, as any approval has to be.
@@ -108,6 +111,10 @@ class RawLlm:
         connection.commit()
         model = sum(engine_cycle.MODEL_SECONDS[model_before:])
         return time.perf_counter() - started - model
+
+    async def stored_at_pause(self) -> int | None:
+        """The history JSON in the row."""
+        return self._paused_bytes
 
     def connections(self) -> list[sqlite3.Connection]:
         return [self.connection] if self.connection is not None else []
