@@ -98,7 +98,3 @@ class ModelClock:
             yield
         finally:
             self.seconds += time.perf_counter() - started
-
-
-def timed_cycle_seconds(started: float, clock: ModelClock, model_before: float) -> float:
-    return time.perf_counter() - started - (clock.seconds - model_before)
