@@ -67,18 +67,17 @@ async def run_table(
 ) -> dict[str, Any]:
     """Every peer at one synchronous setting, interleaved: one cycle each per round."""
     peers: dict[str, Peer] = {}
-    for key, factory in factories:
-        peer = factory()
-        await peer.open(directory, synchronous)
-        peers[key] = peer
     counter = CommitCounter()
     commits: dict[str, int] = {}
     stored: dict[str, int | None] = {}
-    seconds: dict[str, list[float]] = {key: [] for key in peers}
-    keys = list(peers)
+    seconds: dict[str, list[float]] = {key: [] for key, _ in factories}
+    keys = list(seconds)
     load_before = load()
     started = time.monotonic()
     try:
+        for key, factory in factories:
+            peers[key] = factory()
+            await peers[key].open(directory, synchronous)
         for i in range(warmup + cycles):
             # Rotate the order each round: no peer always runs right after another one.
             shift = i % len(keys)
