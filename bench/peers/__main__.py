@@ -84,10 +84,12 @@ async def run_table(
             for key in keys[shift:] + keys[:shift]:
                 peer = peers[key]
                 if i == warmup - 1:  # the last warm-up cycle, untimed: count its commits
+                    await peer.settle()
                     check_durability(peer.connections(), synchronous)
                     peer.measuring = True
                     with counter.counting(*peer.connections()):
                         await peer.cycle(i)
+                        await peer.settle()
                     peer.measuring = False
                     commits[key] = counter.count
                     stored[key] = await peer.stored_at_pause()

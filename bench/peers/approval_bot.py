@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -9,6 +10,16 @@ from bench import engine_cycle
 from bot.runner import Runner
 from storage import db
 from storage.repository import Repository
+
+
+async def settle(repo: Repository) -> None:
+    """Wait for the repository's writer thread: a WAL checkpoint it started may be running.
+
+    Between two cycles that is the only work on another thread (every transaction of a cycle
+    is awaited; checkpoints are submitted to the writer and not awaited).
+    """
+    writer = repo.database._writer  # type: ignore[attr-defined]
+    await asyncio.get_running_loop().run_in_executor(writer, lambda: None)
 
 
 class ApprovalBot:
@@ -36,6 +47,10 @@ class ApprovalBot:
         """engine_cycle's measure: the paused history and the approval rows' fields."""
         assert self.repo is not None
         return await engine_cycle.paused_size(self.repo, self._run_id)
+
+    async def settle(self) -> None:
+        assert self.repo is not None
+        await settle(self.repo)
 
     def connections(self) -> list[sqlite3.Connection]:
         assert self.repo is not None

@@ -29,6 +29,10 @@ class Peer(Protocol):
         """Its SQLite connections, to count the commits of one cycle (:class:`CommitCounter`)."""
         ...
 
+    async def settle(self) -> None:
+        """Return when no other thread is using its connections (between two cycles)."""
+        ...
+
     async def stored_at_pause(self) -> int | None:
         """Bytes the measured cycle stored for its run while it waited for the decision."""
         ...
@@ -64,6 +68,9 @@ class CommitCounter:
     """Counts the COMMITs SQLite runs on some connections (trace callbacks), while enabled.
 
     Used on one cycle after the warm-up, never on a timed one: a trace callback costs time.
+    Only set or cleared while no other thread uses the connections (``Peer.settle``):
+    ``set_trace_callback`` waits for the connection's mutex holding the GIL, and a thread
+    inside a traced statement holds that mutex while it waits for the GIL to call back.
     """
 
     def __init__(self) -> None:

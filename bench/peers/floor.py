@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from bench import engine_cycle
+from bench.peers.approval_bot import settle
 from bench.peers.common import connect
 from storage import db
 
@@ -29,11 +30,13 @@ async def capture(database: Path) -> list[list[str]]:
         await engine_cycle.cycle(runner, 0)  # first connections, statement caches
         statements: list[str] = []
         connections = list(repo.database._connections)  # type: ignore[attr-defined]
+        await settle(repo)  # see CommitCounter: no other thread may be in a statement
         for connection in connections:
             connection.set_trace_callback(statements.append)
         try:
             _seconds, run_id = await engine_cycle.cycle(runner, 1)
         finally:
+            await settle(repo)
             for connection in connections:
                 connection.set_trace_callback(None)
     finally:
@@ -114,6 +117,9 @@ class SqliteFloor:
 
     async def stored_at_pause(self) -> int | None:
         return None  # approval-bot's rows
+
+    async def settle(self) -> None:
+        """Nothing runs on its connection between cycles."""
 
     def connections(self) -> list[sqlite3.Connection]:
         return [self.connection] if self.connection is not None else []

@@ -135,6 +135,9 @@ class LangGraph:
         """Its checkpoints and pending writes for the paused thread."""
         return self._paused_bytes
 
+    async def settle(self) -> None:
+        """Nothing runs on its connection between cycles."""
+
     def connections(self) -> list[sqlite3.Connection]:
         return [self.connection] if self.connection is not None else []
 

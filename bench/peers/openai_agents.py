@@ -149,6 +149,9 @@ class OpenAIAgents:
         """RunState.to_string(): the SDK's serialized state, in the row."""
         return self._paused_bytes
 
+    async def settle(self) -> None:
+        """Nothing runs on its connection between cycles."""
+
     def connections(self) -> list[sqlite3.Connection]:
         return [self.connection] if self.connection is not None else []
 

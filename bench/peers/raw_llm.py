@@ -116,6 +116,9 @@ class RawLlm:
         """The history JSON in the row."""
         return self._paused_bytes
 
+    async def settle(self) -> None:
+        """Nothing runs on its connection between cycles."""
+
     def connections(self) -> list[sqlite3.Connection]:
         return [self.connection] if self.connection is not None else []
 
