@@ -223,28 +223,19 @@ class ApprovalStore:
 
     async def cancel_approved(self, approval_id: str, *, reason: str, now: datetime) -> bool:
         """``approved -> cancelled``: what was approved is no longer what would run."""
-
-        def body(tx: Tx) -> bool:
-            row = tx.one(CANCEL_APPROVED, {"id": approval_id, "reason": reason})
-            if row is None:
-                return False
-            audit(
-                tx,
-                now,
-                "approval_cancelled",
-                run_id=row[0],
-                approval_id=approval_id,
-                reason=reason,
-            )
-            return True
-
-        return await self.database.run(body, WRITE)
+        return await self._cancel(CANCEL_APPROVED, approval_id, reason=reason, now=now)
 
     async def cancel_unrunnable(self, approval_id: str, *, reason: str, now: datetime) -> bool:
         """``pending | approved -> cancelled``: the call can never run (its tool is gone)."""
+        return await self._cancel(CANCEL_UNRUNNABLE, approval_id, reason=reason, now=now)
+
+    async def _cancel(
+        self, statement: str, approval_id: str, *, reason: str, now: datetime
+    ) -> bool:
+        params = {"id": approval_id, "reason": reason, "now": now}
 
         def body(tx: Tx) -> bool:
-            row = tx.one(CANCEL_UNRUNNABLE, {"id": approval_id, "reason": reason, "now": now})
+            row = tx.one(statement, params)
             if row is None:
                 return False
             audit(
