@@ -479,3 +479,37 @@ async def test_a_run_cancelled_with_an_approved_call_cancels_it_and_its_card_say
                 "deploy": "expired",
             }
     assert ops_tools.EXECUTED == []
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+async def test_a_card_whose_location_was_never_stored_is_adopted_by_its_click(
+    slack: Harness, repo: Repository, decision: str
+) -> None:
+    # A worker died after Slack took the card and before it stored where the card is.
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    [approval_id] = await pending_ids(repo)
+    await repo.execute_sql(
+        "UPDATE approvals SET card_channel = NULL, card_ts = NULL WHERE id = :id",
+        {"id": approval_id},
+    )
+
+    if decision == "approve":
+        await slack.server.click("U0APPROVER1", card, "approval_approve")
+    else:
+        await slack.server.click("U0APPROVER1", card, "approval_deny")
+        [opened] = [v for v in slack.server.views.values() if v.user == "U0APPROVER1"]
+        await slack.server.submit_view(
+            "U0APPROVER1",
+            opened.id,
+            {"deny_reason": {"reason": {"type": "plain_text_input", "value": "not now"}}},
+        )
+    await slack.settle()
+
+    adopted = await repo.get_approval(approval_id)
+    assert adopted is not None and (adopted.card_channel, adopted.card_ts) == (CHANNEL, card.ts)
+    settled = slack.server.message(CHANNEL, card.ts)
+    assert settled is not None and not has_buttons(settled)
+    word = "Approved" if decision == "approve" else "Denied"
+    assert f"{word}* by <@U0APPROVER1>" in json.dumps(settled.blocks)
+    assert len(slack.cards()) == 1
