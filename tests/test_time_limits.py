@@ -13,6 +13,7 @@ from sqlalchemy import event
 from bot.clock import utcnow
 from storage.limits import PG_UNRESPONSIVE_GRACE, DatabaseBusy, time_limit
 from storage.repository import DecisionOutcome, Repository
+from tests.conftest import POSTGRES_URL
 from tests.test_storage import approval_row
 
 LIMIT = 2.0
@@ -35,6 +36,15 @@ def run_row(now: datetime) -> dict[str, Any]:
     }
 
 
+@pytest.fixture
+def backend() -> str:
+    """PostgreSQL only (the ``repo`` fixture follows this): SQLite commits on the calling
+    thread, with no client-side timer to outlive."""
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL only: APPROVAL_BOT_TEST_POSTGRES_URL is not set")
+    return "postgres"
+
+
 async def decide(repo: Repository, now: datetime) -> DecisionOutcome | None:
     return await repo.decide(
         "apr_00000",
@@ -48,13 +58,11 @@ async def decide(repo: Repository, now: datetime) -> DecisionOutcome | None:
 
 
 async def test_a_decision_whose_commit_outlasts_the_limit_is_not_reported_as_failed(
-    repo: Repository, backend: str
+    repo: Repository,
 ) -> None:
     """The event loop stalls (a busy process) while the server commits a decision: the clicker
     must not be told "try again" for a decision that was stored (the replicas benchmark saw
     it: the run then waited for its 5-minute lease with nobody resuming it)."""
-    if backend == "sqlite":
-        pytest.skip("PostgreSQL only: SQLite commits on the calling thread, with no timer")
     now = utcnow()
     await repo.insert_rows_for_benchmark(
         runs=[run_row(now)], approvals=[approval_row(0, ["U1"], now)]
@@ -94,12 +102,10 @@ async def test_a_decision_whose_commit_outlasts_the_limit_is_not_reported_as_fai
 
 
 async def test_a_transaction_cut_off_before_commit_commits_nothing_and_drops_its_connection(
-    repo: Repository, backend: str
+    repo: Repository,
 ) -> None:
     """The loop stalls past the limit while the decision's UPDATE is in flight: DatabaseBusy,
     nothing stored, and the connection (mid-statement, state unknown) is not pooled again."""
-    if backend == "sqlite":
-        pytest.skip("PostgreSQL only: SQLite commits on the calling thread, with no timer")
     now = utcnow()
     await repo.insert_rows_for_benchmark(
         runs=[run_row(now)], approvals=[approval_row(0, ["U1"], now)]
