@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench import engine_cycle
 from bot.runner import Runner
-from storage import db
+from storage import sqlite
 from storage.repository import Repository
 
 
@@ -24,18 +24,18 @@ async def settle(repo: Repository) -> None:
 
 class ApprovalBot:
     name = "approval-bot (`bench/engine_cycle.py`)"
-    durability = "every connection's PRAGMA synchronous (`storage.db.SQLITE_SYNCHRONOUS`)"
+    durability = "every connection's PRAGMA synchronous (`storage.sqlite.SQLITE_SYNCHRONOUS`)"
 
     def __init__(self) -> None:
         self.repo: Repository | None = None
         self.runner: Runner | None = None
-        self._synchronous_before = db.SQLITE_SYNCHRONOUS
+        self._synchronous_before = sqlite.SQLITE_SYNCHRONOUS
         self.measuring = False
         self._run_id = ""
 
     async def open(self, directory: Path, synchronous: str) -> None:
         # Read whenever a connection opens (the writer thread's opens later): kept until close.
-        db.SQLITE_SYNCHRONOUS = synchronous
+        sqlite.SQLITE_SYNCHRONOUS = synchronous
         self.repo, self.runner = await engine_cycle.open_runner(directory / "approval-bot.db")
 
     async def cycle(self, i: int) -> float:
@@ -59,4 +59,4 @@ class ApprovalBot:
     async def close(self) -> None:
         if self.repo is not None:
             await self.repo.close()
-        db.SQLITE_SYNCHRONOUS = self._synchronous_before
+        sqlite.SQLITE_SYNCHRONOUS = self._synchronous_before

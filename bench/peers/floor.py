@@ -18,7 +18,7 @@ from pathlib import Path
 from bench import engine_cycle
 from bench.peers.approval_bot import settle
 from bench.peers.common import connect
-from storage import db
+from storage import sqlite
 
 APPROVAL_ID = re.compile(r"'(apr_[0-9A-Z]{26})'")
 
@@ -77,12 +77,12 @@ class SqliteFloor:
 
     async def open(self, directory: Path, synchronous: str) -> None:
         database = directory / "floor.db"
-        before = db.SQLITE_SYNCHRONOUS
-        db.SQLITE_SYNCHRONOUS = synchronous
+        before = sqlite.SQLITE_SYNCHRONOUS
+        sqlite.SQLITE_SYNCHRONOUS = synchronous
         try:
             self.transactions = await capture(database)
         finally:
-            db.SQLITE_SYNCHRONOUS = before
+            sqlite.SQLITE_SYNCHRONOUS = before
         self.connection = connect(database, synchronous)
         self.connection.isolation_level = None  # BEGIN IMMEDIATE and COMMIT as the bot's
         self.connection.execute("PRAGMA foreign_keys = ON")

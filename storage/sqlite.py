@@ -1,0 +1,440 @@
+"""SQLite (the embedded default), driven through the standard library's ``sqlite3``.
+
+``sqlite:///path``; ``sqlite+aiosqlite:///path``, the documented default, is accepted and means
+the same file. Not aiosqlite and not SQLAlchemy's execution layer: measured on the 2-core CI
+machine, one ``await loop.run_in_executor(None, f)`` costs 0.14-0.18 ms; an aiosqlite
+``select 1`` 0.26 ms, because every aiosqlite call hops to its thread and back; a SQLAlchemy
+async ``select 1`` 0.86 ms (several such hops per statement); a SQLAlchemy Core point SELECT in
+its own transaction 0.11-0.19 ms even on the calling thread; the same transaction through
+``sqlite3`` 0.007-0.014 ms. A pause -> decide -> resume cycle makes ten transactions of ~10
+hops each, so the old stack spent most of its 59 ms cycle (p50, ``bench/engine_cycle.py``)
+waiting on threads. Hence:
+
+- Every transaction runs first *on the calling thread* (the event loop), after yielding to the
+  loop once as any I/O would, on a connection whose busy timeout is 0: it takes the write lock
+  up front (``BEGIN IMMEDIATE``; reads a plain ``BEGIN`` or, for one-statement reads, none) or
+  fails at once with SQLITE_BUSY. Our transactions are a few indexed point statements (20-60
+  us of SQLite work in all), cheaper than a single thread hop, and with WAL and
+  ``synchronous=NORMAL`` a commit writes to the OS page cache and never fsyncs. That connection
+  does not checkpoint the WAL itself (``wal_autocheckpoint=0``): checkpoints (the one step that
+  fsyncs) run on the writer thread every ``CHECKPOINT_EVERY`` writes, so the loop never waits on
+  the disk.
+- When the lock is taken (another replica or process, our own writer thread, a checkpoint) the
+  transaction is rolled back and run again, unchanged, on a worker thread whose connection
+  waits for the lock (``SQLITE_BUSY_TIMEOUT_MS``): one thread hop. Writes go to one writer
+  thread (SQLite has one writer at a time; queueing in our process beats SQLite's
+  sleep-and-retry), and reads that may scan (listing, audit trails) always run on a small reader
+  pool, never inline. ``Repository.open(url, sqlite_inline=False)`` sends every transaction to
+  the threads: one hop per transaction.
+
+  Why inline rather than one thread hop per transaction (which is what ``sqlite_inline=False``
+  does): the hop alone costs more than the transaction. Measured on the engine benchmark, p50
+  per cycle: 59 ms before; 6-7 ms with one hop per transaction; 3.0-3.2 ms inline. Of those ~3
+  ms, ~1.1-1.4 ms is llm's chain machinery, our runner and gate and the sync tool's own thread
+  hop (the same benchmark with an in-memory repository), ~0.9 ms SQLite itself (seven write
+  commits: ~64 WAL frames, 128 ``pwrite`` calls), the rest our Python around it.
+- Values are stored exactly as SQLAlchemy's SQLite types store them (``YYYY-MM-DD
+  HH:MM:SS.ffffff`` text for datetimes, ``json.dumps`` text for JSON, 0/1 for booleans), so the
+  Alembic schema, existing databases and ad-hoc tools all keep working. Driver errors are raised
+  as the SQLAlchemy exceptions (``IntegrityError``, ``OperationalError``, …) they were before.
+
+Inside :func:`storage.limits.time_limit` (acknowledgement paths) the threaded attempt waits for
+the lock only until the deadline; past it, :class:`~storage.limits.DatabaseBusy`.
+
+SQLite needs 3.35 or newer (``RETURNING``, 2021).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import create_engine as create_sync_engine
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool, StaticPool
+
+from storage.limits import DatabaseBusy, current_deadline, run_by_deadline
+from storage.protocol import Mode, T, Tx
+from storage.urls import normalize_url
+from storage.values import storable_text
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Inline mode: writes between two checkpoints of the WAL by the writer thread, and how long
+# the RESTART step of one waits for readers (writers queue behind it meanwhile).
+CHECKPOINT_EVERY = 200
+# Every SQLite connection's PRAGMA synchronous. In WAL mode NORMAL makes a commit durable at
+# the next checkpoint, FULL at the commit itself (an fsync of the WAL). bench/peers sets it to
+# measure both.
+SQLITE_SYNCHRONOUS = "NORMAL"
+RESTART_WAIT_MS = 50
+SQLITE_READER_THREADS = 2
+
+# Execution option set by read-only transactions of the async engine, which need no write lock.
+READ_ONLY = "approval_bot_read_only"
+
+
+def drive_sqlite_transactions(engine: Any, connect: bool = True) -> None:
+    """SQLAlchemy engines on SQLite: our PRAGMAs, and BEGIN IMMEDIATE for writes."""
+    if connect:
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            # Autocommit at the driver level: the "begin" hook below emits BEGIN itself.
+            dbapi_connection.isolation_level = None
+            _set_pragmas(dbapi_connection, SQLITE_BUSY_TIMEOUT_MS)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get(READ_ONLY):
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _set_pragmas(connection: Any, busy_timeout_ms: int) -> None:
+    cursor = connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute(f"PRAGMA synchronous = {SQLITE_SYNCHRONOUS}")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def sqlite_datetime(value: datetime) -> str:
+    """SQLAlchemy's SQLite DateTime storage format; text order is time order."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(" ", "microseconds")
+
+
+def _sqlite_params(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if not params:
+        return {}
+    return {k: _sqlite_value(v) for k, v in params.items()}
+
+
+def _sqlite_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, datetime):
+        return sqlite_datetime(value)
+    return value
+
+
+# Stored value (never None) -> Python value, by column kind.
+SQLITE_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "json": json.loads,
+    "datetime": datetime.fromisoformat,
+    "bool": bool,
+}
+
+
+def _wrap(exc: sqlite3.Error, statement: str | None, params: Any) -> DBAPIError:
+    """The SQLAlchemy exception (IntegrityError, OperationalError…) SQLAlchemy would raise."""
+    return DBAPIError.instance(statement, params, exc, sqlite3.Error)
+
+
+def _is_busy(exc: BaseException) -> bool:
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    code = getattr(orig, "sqlite_errorcode", None)
+    if not isinstance(orig, sqlite3.OperationalError) or code is None:
+        return False
+    return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+class _SQLiteTx:
+    dialect = "sqlite"
+    converters = SQLITE_CONVERTERS
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        try:
+            return self._connection.execute(sql, _sqlite_params(params)).rowcount
+        except sqlite3.Error as exc:
+            raise _wrap(exc, sql, params) from exc
+
+    def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        try:
+            self._connection.executemany(sql, [_sqlite_params(row) for row in rows])
+        except sqlite3.Error as exc:
+            raise _wrap(exc, sql, rows) from exc
+
+    def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Any] | None:
+        # fetchall, not fetchone: a RETURNING statement must run to its end before COMMIT.
+        try:
+            rows = self._connection.execute(sql, _sqlite_params(params)).fetchall()
+        except sqlite3.Error as exc:
+            raise _wrap(exc, sql, params) from exc
+        return rows[0] if rows else None
+
+    def all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
+        try:
+            return self._connection.execute(sql, _sqlite_params(params)).fetchall()
+        except sqlite3.Error as exc:
+            raise _wrap(exc, sql, params) from exc
+
+
+def _transact(connection: sqlite3.Connection, body: Callable[[Tx], T], mode: Mode) -> T:
+    tx = _SQLiteTx(connection)
+    if mode is Mode.READ_ONE:
+        return body(tx)
+    begin = "BEGIN IMMEDIATE" if mode is Mode.WRITE else "BEGIN"
+    try:
+        connection.execute(begin)
+    except sqlite3.Error as exc:
+        raise _wrap(exc, begin, None) from exc
+    try:
+        result = body(tx)
+        connection.execute("COMMIT")
+    except BaseException as exc:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise _wrap(exc, "COMMIT", None) from exc
+        raise
+    return result
+
+
+class _Busy(Exception):
+    """The inline attempt found the database locked: run the body on a thread instead."""
+
+
+class SQLiteDatabase:
+    """SQLite through ``sqlite3``: inline on the caller's thread when free, else on threads."""
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        inline: bool = True,
+        engine: AsyncEngine | None = None,
+        **engine_kwargs: Any,
+    ) -> None:
+        if sqlite3.sqlite_version_info < (3, 35):
+            raise RuntimeError(f"SQLite {sqlite3.sqlite_version} is too old: 3.35+ is needed")
+        parsed = make_url(url)
+        self.url = url
+        self.path = parsed.database or ":memory:"
+        self.memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        self._engine_kwargs = engine_kwargs
+        self._connect_args = dict(engine_kwargs.get("connect_args", {}))
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._engine = engine
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="approval-bot-sqlite-write")
+        if self.memory:
+            # One private database per connection: everything shares one connection, on one
+            # thread (the writer), and nothing runs inline.
+            self._readers = self._writer
+            self._shared: sqlite3.Connection | None = None
+            inline = False
+        else:
+            self._readers = ThreadPoolExecutor(
+                SQLITE_READER_THREADS, thread_name_prefix="approval-bot-sqlite-read"
+            )
+        self._inline: sqlite3.Connection | None = None
+        self._inline_lock = threading.Lock()
+        self._inline_writes = itertools.count(1)
+        self._checkpointing = False
+        if inline:
+            self._inline = self._connect(busy_timeout_ms=0)
+            self._inline.execute("PRAGMA wal_autocheckpoint = 0")
+
+    # connections
+
+    def _connect(self, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+        kwargs = {"check_same_thread": False, **self._connect_args, "isolation_level": None}
+        connection = sqlite3.connect(self.path, **kwargs)
+        _set_pragmas(connection, busy_timeout_ms)
+        with self._lock:
+            self._connections.append(connection)
+        return connection
+
+    def _thread_connection(self) -> sqlite3.Connection:
+        if self.memory:
+            if self._shared is None:
+                self._shared = self._connect()
+            return self._shared
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = self._connect()
+        return connection
+
+    # transactions
+
+    async def run(self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True) -> T:
+        if inline and self._inline is not None:
+            # Still a scheduling point, as any I/O would be (4.5 us): without it a burst of
+            # work (100 resumes after 100 clicks) runs in long stretches and Slack's acks wait
+            # behind it; measured, 100 concurrent clicks were acked in 300-450 ms instead of
+            # 120-150 ms.
+            await asyncio.sleep(0)
+            if self._inline_lock.acquire(blocking=False):
+                try:
+                    return self._run_inline(body, mode)
+                except _Busy:
+                    pass
+                finally:
+                    self._inline_lock.release()
+        executor = self._writer if mode is Mode.WRITE else self._readers
+        deadline = current_deadline()
+        if deadline is not None:
+            return await self._run_threaded_until(executor, body, mode, deadline)
+        return await asyncio.get_running_loop().run_in_executor(
+            executor, self._run_threaded, body, mode
+        )
+
+    async def _run_threaded_until(
+        self, executor: Executor, body: Callable[[Tx], T], mode: Mode, deadline: float
+    ) -> T:
+        """On a thread, waiting for the write lock only until ``deadline`` (its connection's
+        busy timeout for this one transaction); see :func:`storage.limits.run_by_deadline`."""
+
+        def attempt(remaining_ms: int) -> T:
+            connection = self._thread_connection()
+            connection.execute(f"PRAGMA busy_timeout = {remaining_ms}")
+            try:
+                return _transact(connection, body, mode)
+            except DBAPIError as exc:
+                if _is_busy(exc):
+                    raise DatabaseBusy("the database is locked by another writer") from exc
+                raise
+            finally:
+                connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+
+        return await run_by_deadline(executor, attempt, deadline)
+
+    def _run_inline(self, body: Callable[[Tx], T], mode: Mode) -> T:
+        assert self._inline is not None
+        try:
+            result = _transact(self._inline, body, mode)
+        except DBAPIError as exc:
+            if _is_busy(exc):
+                raise _Busy from exc
+            raise
+        if mode is Mode.WRITE and next(self._inline_writes) % CHECKPOINT_EVERY == 0:
+            self._checkpoint_soon()
+        return result
+
+    def _run_threaded(self, body: Callable[[Tx], T], mode: Mode) -> T:
+        return _transact(self._thread_connection(), body, mode)
+
+    def _checkpoint_soon(self) -> None:
+        """Copy the WAL back into the database on the writer thread (the loop never fsyncs).
+
+        PASSIVE first: it does the bulk of the copying (and the fsyncs) while inline writes
+        carry on. Some writes always land meanwhile, so the WAL would never be found fully
+        copied when a write begins and would never start over: it would grow without end, and
+        every read's search of it would slow down (we measured 90 us point reads at 270 MB).
+        So a RESTART follows: it holds the write lock while it copies the few frames written
+        meanwhile (about 2 ms here; inline writes queue on the writer thread), and the next
+        write starts the WAL over.
+        """
+        if self._checkpointing:
+            return
+        self._checkpointing = True
+
+        def checkpoint() -> None:
+            connection = self._thread_connection()
+            try:
+                connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                # Wait for readers only briefly: writers queue behind a RESTART.
+                connection.execute(f"PRAGMA busy_timeout = {RESTART_WAIT_MS}")
+                try:
+                    connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                finally:
+                    connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            except sqlite3.Error:
+                pass  # the next one will try again
+            finally:
+                self._checkpointing = False
+
+        self._writer.submit(checkpoint)
+
+    # migrations, raw SQL, the SQLAlchemy engine
+
+    async def run_with_connection(self, fn: Callable[[Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._writer, self._with_connection, fn
+        )
+
+    def _with_connection(self, fn: Callable[[Connection], T]) -> T:
+        if self.memory:
+            shared = self._thread_connection()
+            # StaticPool over our one connection; never disposed (that would close it).
+            engine = create_sync_engine(
+                "sqlite://", creator=lambda: shared, poolclass=StaticPool, **self._engine_kwargs
+            )
+            drive_sqlite_transactions(engine, connect=False)
+            with engine.begin() as conn:
+                return fn(conn)
+        engine = create_sync_engine(
+            "sqlite://", creator=self._connect_fresh, poolclass=NullPool, **self._engine_kwargs
+        )
+        drive_sqlite_transactions(engine, connect=False)
+        try:
+            with engine.begin() as conn:
+                return fn(conn)
+        finally:
+            engine.dispose()
+
+    def _connect_fresh(self) -> sqlite3.Connection:
+        # Not tracked in self._connections: the migration engine closes it.
+        kwargs = {"check_same_thread": False, **self._connect_args, "isolation_level": None}
+        connection = sqlite3.connect(self.path, **kwargs)
+        _set_pragmas(connection, SQLITE_BUSY_TIMEOUT_MS)
+        return connection
+
+    async def execute_sql(self, statement: str, params: Mapping[str, Any] | None = None) -> None:
+        def body(tx: Tx) -> None:
+            tx.execute(statement, params)
+
+        await asyncio.get_running_loop().run_in_executor(
+            self._writer, self._run_threaded, body, Mode.WRITE
+        )
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """A SQLAlchemy async engine (aiosqlite) on the same file, created on first use.
+
+        The repository does not use it; it is there for ad-hoc SQL and older callers.
+        """
+        if self.memory:
+            raise RuntimeError("an in-memory SQLite database has no second engine")
+        if self._engine is None:
+            kwargs = {k: v for k, v in self._engine_kwargs.items() if k != "connect_args"}
+            engine = create_async_engine(normalize_url(self.url), **kwargs)
+            drive_sqlite_transactions(engine.sync_engine)
+            self._engine = engine
+        return self._engine
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._shutdown)
+        if self._engine is not None:
+            await self._engine.dispose()
+
+    def _shutdown(self) -> None:
+        self._writer.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
+        with self._inline_lock, self._lock:
+            for connection in self._connections:
+                connection.close()
+            self._connections.clear()
+            self._inline = None
