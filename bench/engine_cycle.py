@@ -8,6 +8,11 @@ subtracted, so the figures are the framework's overhead: llm's chain machinery, 
 runner, and the SQLite transactions.
 
 Run: ``.venv/bin/python bench/engine_cycle.py [--cycles 2000] [--database PATH]``
+
+``--count-commits N`` also runs N untimed cycles after the timed ones with a trace on every
+SQLite connection and the WAL checkpoints held back, and reports the commits (write and read
+transactions apart) and the WAL frames per cycle. ``--synchronous FULL`` sets every
+connection's ``PRAGMA synchronous`` (``storage.sqlite.SQLITE_SYNCHRONOUS``) for the run.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import asyncio
 import json
 import os
 import resource
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -33,6 +39,7 @@ from llm.parts import TextPart, ToolResultPart
 from bot.config import config_from_dict
 from bot.llm_setup import prepare_llm, register_model
 from bot.runner import Request, Runner
+from storage import sqlite
 from storage.repository import Repository
 
 MODEL_SECONDS: list[float] = []
@@ -111,7 +118,7 @@ async def cycle(runner: Runner, i: int) -> tuple[float, str]:
     return time.perf_counter() - started - sum(MODEL_SECONDS[model_before:]), paused.run_id
 
 
-async def bench(cycles: int, database: Path) -> dict[str, Any]:
+async def bench(cycles: int, database: Path, count_commits: int = 0) -> dict[str, Any]:
     repo, runner = await open_runner(database)
     per_cycle: list[float] = []
     stored_bytes: list[int] = []
@@ -121,8 +128,10 @@ async def bench(cycles: int, database: Path) -> dict[str, Any]:
             per_cycle.append(elapsed)
             if i < 250:
                 stored_bytes.append(await paused_size(repo, run_id))
+    counts = await count_writes(repo, runner, cycles + 50, count_commits) if count_commits else {}
     await repo.close()
     return {
+        **counts,
         "cycles": cycles,
         "p50_ms": statistics.median(per_cycle) * 1000,
         "p99_ms": percentile(per_cycle, 99) * 1000,
@@ -130,6 +139,58 @@ async def bench(cycles: int, database: Path) -> dict[str, Any]:
         "bytes_per_paused_run": statistics.median(stored_bytes),
         "database_file_bytes": database.stat().st_size,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+async def settle(repo: Repository) -> None:
+    """Wait for the writer thread (a WAL checkpoint it started may be running)."""
+    writer = repo.database._writer  # type: ignore[attr-defined]
+    await asyncio.get_running_loop().run_in_executor(writer, lambda: None)
+
+
+async def count_writes(repo: Repository, runner: Runner, first: int, cycles: int) -> dict[str, Any]:
+    """Commits and WAL frames per cycle over ``cycles`` untimed cycles (a trace costs time).
+
+    The WAL is emptied first and no checkpoint runs meanwhile, so the frames it then holds
+    are the ones these cycles wrote. Set and cleared only while no other thread is in a
+    statement (see bench/peers' CommitCounter).
+    """
+    database = repo.database
+    connections = list(database._connections)  # type: ignore[attr-defined]
+    statements: list[str] = []
+    every = sqlite.CHECKPOINT_EVERY
+    sqlite.CHECKPOINT_EVERY = 1 << 62
+    await settle(repo)
+    probe = sqlite3.connect(database.path)  # type: ignore[attr-defined]
+    try:
+        probe.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        for connection in connections:
+            connection.set_trace_callback(statements.append)
+        try:
+            for i in range(first, first + cycles):
+                await cycle(runner, i)
+        finally:
+            await settle(repo)
+            for connection in connections:
+                connection.set_trace_callback(None)
+        _busy, frames, _copied = probe.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    finally:
+        probe.close()
+        sqlite.CHECKPOINT_EVERY = every
+    writes = reads = 0
+    in_write = False
+    for statement in statements:
+        verb = statement.strip().upper()
+        if verb.startswith("BEGIN"):
+            in_write = verb.startswith("BEGIN IMMEDIATE")
+        elif verb.startswith(("COMMIT", "END")):
+            writes, reads = (writes + 1, reads) if in_write else (writes, reads + 1)
+    return {
+        "write_commits_per_cycle": writes / cycles,
+        "read_transactions_per_cycle": reads / cycles,
+        "wal_frames_per_cycle": frames / cycles,
+        "fsyncing_commits_per_cycle": sum("SYNCHRONOUS = FULL" in s.upper() for s in statements)
+        / cycles,
     }
 
 
@@ -161,10 +222,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=2000)
     parser.add_argument("--database", type=Path, default=None)
+    parser.add_argument(
+        "--count-commits",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the timed cycles, count commits and WAL frames over N untimed cycles",
+    )
+    parser.add_argument(
+        "--synchronous",
+        choices=["NORMAL", "FULL"],
+        default=None,
+        help="every SQLite connection's PRAGMA synchronous (default: the bot's own)",
+    )
     args = parser.parse_args()
+    if args.synchronous:
+        sqlite.SQLITE_SYNCHRONOUS = args.synchronous
     with tempfile.TemporaryDirectory() as tmp:
         database = args.database or Path(tmp) / "bench.db"
-        result = asyncio.run(bench(args.cycles, database))
+        result = asyncio.run(bench(args.cycles, database, args.count_commits))
+    result["synchronous"] = sqlite.SQLITE_SYNCHRONOUS
     print(json.dumps(result, indent=2))
 
 
