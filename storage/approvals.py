@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +44,10 @@ WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
 
 class ApprovalStore:
     database: Database
+    # Called inside ``begin_execution``'s transaction, after its UPDATE, before its COMMIT:
+    # diagnostics and tests read the connection's commit durability from there (the
+    # transaction the ``executing`` record is committed in, not a look-alike).
+    inside_begin_execution: Callable[[Tx], None] | None = None
 
     # -- approvals ---------------------------------------------------------------------
 
@@ -160,6 +165,11 @@ class ApprovalStore:
         Only before the approval's ``expires_at``; with ``owner``, only while that lease owner
         still drives the approval's run. False when the call must not start (the caller reads
         the approval to say why).
+
+        The one commit made durable whatever the database's setting (``durable=True``: SQLite
+        ``synchronous = FULL``, PostgreSQL never an asynchronous commit): if a power cut lost
+        it after the tool ran, a recovered bot would find the call ``approved`` and run it
+        again. In WAL mode its fsync also makes every earlier commit durable.
         """
         params = {"id": approval_id, "now": now}
         sql = BEGIN_EXECUTION
@@ -172,9 +182,11 @@ class ApprovalStore:
             if row is None:
                 return False
             audit(tx, now, "execution_started", run_id=row[0], approval_id=approval_id)
+            if self.inside_begin_execution is not None:
+                self.inside_begin_execution(tx)
             return True
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE, durable=True)
 
     async def record_execution(
         self, approval_id: str, *, result: str, failed: bool, now: datetime

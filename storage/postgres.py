@@ -104,11 +104,15 @@ class PostgresDatabase:
     def engine(self) -> AsyncEngine:
         return self._engine
 
-    async def run(self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True) -> T:
+    async def run(
+        self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True, durable: bool = False
+    ) -> T:
+        if durable:
+            body = _durably(body)
         deadline = current_deadline()
         if deadline is not None:
             return await self._run_until(body, deadline)
-        if mode is Mode.READ_ONE:
+        if mode is Mode.READ_ONE and not durable:
             async with self._autocommit.connect() as conn:
                 return await conn.run_sync(_run_postgres, body)
         async with self._engine.begin() as conn:
@@ -166,3 +170,22 @@ class PostgresDatabase:
 
 def _run_postgres(connection: Connection, body: Callable[[Tx], T]) -> T:
     return body(_PostgresTx(connection))
+
+
+# A server, database or role may set ``synchronous_commit = off``: COMMIT then returns before
+# the WAL is flushed, and a crash can lose it. A durable transaction turns it back on for
+# itself only (SET LOCAL), and only from ``off``: ``local``, ``remote_write``, ``on`` and
+# ``remote_apply`` all flush locally before COMMIT returns, and the stronger ones (a
+# synchronous standby) are kept.
+DURABLE_COMMIT = (
+    "SELECT set_config('synchronous_commit', 'on', true) "
+    "WHERE current_setting('synchronous_commit') = 'off'"
+)
+
+
+def _durably(body: Callable[[Tx], T]) -> Callable[[Tx], T]:
+    def durable_body(tx: Tx) -> T:
+        tx.execute(DURABLE_COMMIT)
+        return body(tx)
+
+    return durable_body

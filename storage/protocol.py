@@ -59,11 +59,17 @@ class Database(Protocol):
 
     dialect: str
 
-    async def run(self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True) -> T:
+    async def run(
+        self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True, durable: bool = False
+    ) -> T:
         """Run ``body`` in one transaction; committed when it returns, rolled back if it raises.
 
         ``inline=False`` marks bodies that may scan many rows: they never run on the caller's
         thread. The body may be run twice (SQLite, lock busy): it must not change its inputs.
+        ``durable=True``: the commit is on disk when this returns, whatever the database's
+        setting for other commits (SQLite: ``PRAGMA synchronous = FULL`` for this commit;
+        PostgreSQL: never an asynchronous commit). For the ``executing`` record, which must
+        outlive a power cut before the tool runs.
         """
         ...
 

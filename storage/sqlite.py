@@ -73,9 +73,16 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 # the RESTART step of one waits for readers (writers queue behind it meanwhile).
 CHECKPOINT_EVERY = 200
 # Every SQLite connection's PRAGMA synchronous. In WAL mode NORMAL makes a commit durable at
-# the next checkpoint, FULL at the commit itself (an fsync of the WAL). bench/peers sets it to
-# measure both.
+# the next checkpoint (a power cut or OS crash before it may lose it), FULL at the commit
+# itself (an fsync of the WAL). bench/peers sets it to measure both.
 SQLITE_SYNCHRONOUS = "NORMAL"
+# The level of a ``durable`` transaction's commit (the ``executing`` record): FULL fsyncs the
+# WAL at that commit, which in WAL mode also makes every earlier commit durable. Measured on
+# bench/engine_cycle.py (see docs/benchmarks.md and the README's Reliability section): FULL
+# for that one commit costs one fsync per gated call; FULL for every connection, one per
+# commit.
+SQLITE_DURABLE_SYNCHRONOUS = "FULL"
+_SYNCHRONOUS_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
 RESTART_WAIT_MS = 50
 SQLITE_READER_THREADS = 2
 
@@ -187,7 +194,20 @@ class _SQLiteTx:
             raise _wrap(exc, sql, params) from exc
 
 
-def _transact(connection: sqlite3.Connection, body: Callable[[Tx], T], mode: Mode) -> T:
+def _transact(
+    connection: sqlite3.Connection, body: Callable[[Tx], T], mode: Mode, durable: bool = False
+) -> T:
+    if durable and (
+        _SYNCHRONOUS_LEVELS[SQLITE_DURABLE_SYNCHRONOUS.upper()]
+        > _SYNCHRONOUS_LEVELS[SQLITE_SYNCHRONOUS.upper()]
+    ):
+        # PRAGMA synchronous is the connection's and applies to its next commits: raised
+        # before BEGIN for this one transaction, put back after its COMMIT (or ROLLBACK).
+        connection.execute(f"PRAGMA synchronous = {SQLITE_DURABLE_SYNCHRONOUS}")
+        try:
+            return _transact(connection, body, mode)
+        finally:
+            connection.execute(f"PRAGMA synchronous = {SQLITE_SYNCHRONOUS}")
     tx = _SQLiteTx(connection)
     if mode is Mode.READ_ONE:
         return body(tx)
@@ -278,7 +298,9 @@ class SQLiteDatabase:
 
     # transactions
 
-    async def run(self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True) -> T:
+    async def run(
+        self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True, durable: bool = False
+    ) -> T:
         if inline and self._inline is not None:
             # Still a scheduling point, as any I/O would be (4.5 us): without it a burst of
             # work (100 resumes after 100 clicks) runs in long stretches and Slack's acks wait
@@ -287,7 +309,7 @@ class SQLiteDatabase:
             await asyncio.sleep(0)
             if self._inline_lock.acquire(blocking=False):
                 try:
-                    return self._run_inline(body, mode)
+                    return self._run_inline(body, mode, durable)
                 except _Busy:
                     pass
                 finally:
@@ -295,13 +317,18 @@ class SQLiteDatabase:
         executor = self._writer if mode is Mode.WRITE else self._readers
         deadline = current_deadline()
         if deadline is not None:
-            return await self._run_threaded_until(executor, body, mode, deadline)
+            return await self._run_threaded_until(executor, body, mode, deadline, durable)
         return await asyncio.get_running_loop().run_in_executor(
-            executor, self._run_threaded, body, mode
+            executor, self._run_threaded, body, mode, durable
         )
 
     async def _run_threaded_until(
-        self, executor: Executor, body: Callable[[Tx], T], mode: Mode, deadline: float
+        self,
+        executor: Executor,
+        body: Callable[[Tx], T],
+        mode: Mode,
+        deadline: float,
+        durable: bool = False,
     ) -> T:
         """On a thread, waiting for the write lock only until ``deadline`` (its connection's
         busy timeout for this one transaction); see :func:`storage.limits.run_by_deadline`."""
@@ -310,7 +337,7 @@ class SQLiteDatabase:
             connection = self._thread_connection()
             connection.execute(f"PRAGMA busy_timeout = {remaining_ms}")
             try:
-                return _transact(connection, body, mode)
+                return _transact(connection, body, mode, durable)
             except DBAPIError as exc:
                 if _is_busy(exc):
                     raise DatabaseBusy("the database is locked by another writer") from exc
@@ -320,10 +347,10 @@ class SQLiteDatabase:
 
         return await run_by_deadline(executor, attempt, deadline)
 
-    def _run_inline(self, body: Callable[[Tx], T], mode: Mode) -> T:
+    def _run_inline(self, body: Callable[[Tx], T], mode: Mode, durable: bool = False) -> T:
         assert self._inline is not None
         try:
-            result = _transact(self._inline, body, mode)
+            result = _transact(self._inline, body, mode, durable)
         except DBAPIError as exc:
             if _is_busy(exc):
                 raise _Busy from exc
@@ -332,8 +359,8 @@ class SQLiteDatabase:
             self._checkpoint_soon()
         return result
 
-    def _run_threaded(self, body: Callable[[Tx], T], mode: Mode) -> T:
-        return _transact(self._thread_connection(), body, mode)
+    def _run_threaded(self, body: Callable[[Tx], T], mode: Mode, durable: bool = False) -> T:
+        return _transact(self._thread_connection(), body, mode, durable)
 
     def _checkpoint_soon(self) -> None:
         """Copy the WAL back into the database on the writer thread (the loop never fsyncs).

@@ -1,0 +1,120 @@
+"""The ``executing`` record is committed durably before the tool runs, on both databases.
+
+A commit that a power cut or an OS crash can lose is a problem for exactly one record: if the
+lost commit is ``approved -> executing``, a recovered bot finds the call ``approved`` and runs
+it a second time. SQLite runs WAL with ``synchronous = NORMAL`` (a commit is durable at the
+next checkpoint), so ``begin_execution`` raises its connection to ``FULL`` for its own commit;
+PostgreSQL may be set to ``synchronous_commit = off`` by the server, a database or a role, so
+``begin_execution`` turns that back on for its own transaction.
+
+The level is read from inside the very transaction that commits ``executing``, driven by the
+runner and the gate as in production, through the repository's ``inside_begin_execution``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.runner import Runner
+from storage import sqlite
+from storage.db import Mode, Tx
+from storage.repository import Repository
+from tests.conftest import Database, make_config
+from tests.test_engine import calls, executed, request
+
+SQLITE_LEVELS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def commit_level(tx: Tx) -> str:
+    """The durability the connection would commit this transaction with, as the DB says it."""
+    if tx.dialect == "sqlite":
+        row = tx.one("PRAGMA synchronous")
+        assert row is not None
+        return SQLITE_LEVELS[int(row[0])]
+    row = tx.one("SHOW synchronous_commit")
+    assert row is not None
+    return str(row[0])
+
+
+async def open_repo(database: Database, inline: bool, **server_settings: str) -> Repository:
+    """A repository on the test database; on PostgreSQL, with these session settings (as a
+    server, database or role could set them)."""
+    kwargs: dict[str, Any] = dict(database.engine_kwargs)
+    if database.url.startswith("postgresql"):
+        connect_args = dict(kwargs.get("connect_args", {}))
+        connect_args["server_settings"] = {
+            **connect_args.get("server_settings", {}),
+            **server_settings,
+        }
+        kwargs["connect_args"] = connect_args
+    repo = await Repository.open(database.url, sqlite_inline=inline, **kwargs)
+    database._repos.append(repo)
+    return repo
+
+
+async def approve_and_resume(repo: Repository) -> list[str]:
+    """Pause on a gated call, approve it, resume it; the commit level seen by ``executing``."""
+    seen: list[str] = []
+    repo.inside_begin_execution = lambda tx: seen.append(commit_level(tx))
+    runner = Runner(repo, make_config(), worker_id="durability")
+    paused = await runner.start(request(calls(("restart_service", {"service": "web"}))))
+    assert paused.status == "paused"
+    decision = await runner.decide(paused.new_approvals[0].id, actor="U0APPROVER1", approve=True)
+    assert decision.resume_claimed
+    done = await runner.resume(paused.run_id)
+    assert done.status == "completed", done.error
+    assert executed("restart_service") == [{"service": "web"}]
+    return seen
+
+
+async def level_elsewhere(repo: Repository) -> str:
+    """The level of an ordinary transaction on the same repository, after the cycle."""
+
+    def body(tx: Tx) -> str:
+        return commit_level(tx)
+
+    return await repo.database.run(body, Mode.WRITE)
+
+
+def test_sqlite_settings() -> None:
+    """Ordinary commits stay NORMAL (cheap); the executing record's commit is FULL."""
+    assert sqlite.SQLITE_SYNCHRONOUS == "NORMAL"
+    assert sqlite.SQLITE_DURABLE_SYNCHRONOUS == "FULL"
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "threaded"])
+async def test_the_executing_record_commits_durably(
+    database: Database, backend: str, inline: bool
+) -> None:
+    # PostgreSQL: the session says commits may be asynchronous (a power cut can lose them).
+    repo = await open_repo(database, inline, synchronous_commit="off")
+    before = await level_elsewhere(repo)
+    assert before == {"sqlite": "NORMAL", "postgres": "off"}[backend]
+
+    seen = await approve_and_resume(repo)
+
+    assert seen == [{"sqlite": "FULL", "postgres": "on"}[backend]]
+    # Only that transaction: the connection's other commits keep the configured level.
+    assert await level_elsewhere(repo) == before
+
+
+async def test_a_stronger_postgres_setting_is_kept(database: Database, backend: str) -> None:
+    """``remote_apply`` (a synchronous standby applies it first) is not lowered to ``on``."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's synchronous_commit")
+    repo = await open_repo(database, True, synchronous_commit="remote_apply")
+    assert await approve_and_resume(repo) == ["remote_apply"]
+
+
+async def test_sqlite_full_everywhere_stays_full(
+    database: Database, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``SQLITE_SYNCHRONOUS = FULL`` every commit is FULL, the executing one included."""
+    if backend != "sqlite":
+        pytest.skip("SQLite's PRAGMA synchronous")
+    monkeypatch.setattr(sqlite, "SQLITE_SYNCHRONOUS", "FULL")
+    repo = await open_repo(database, True)
+    assert await approve_and_resume(repo) == ["FULL"]
+    assert await level_elsewhere(repo) == "FULL"
