@@ -30,7 +30,7 @@ import dataclasses
 import inspect
 import json
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -77,10 +77,10 @@ class TurnContext:
     requester: str
     repo: Repository
     clock: Callable[[], datetime]
-    # The lease owner of this drive (fences the start of gated calls), and how to renew the
-    # lease: raises LeaseLost once another drive has taken the run over.
+    # The lease owner of this drive (fences the start of gated calls), and the deadline a
+    # renewal of its lease sets now (renewed with each gated call's result).
     owner: str | None = None
-    keep_lease: Callable[[], Awaitable[None]] | None = None
+    lease_until: Callable[[], datetime] | None = None
     # The approvals of the resumed history's trailing calls, by tool call id, read once when
     # the drive starts: every one is decided by then, and decided ones only move through the
     # conditional UPDATEs below. Each answers its call once (``take_approval``).
@@ -367,26 +367,33 @@ async def _execute(
     try:
         result = await call_approved_tool(tool, tool_call)
     except Exception as exc:
-        await turn.repo.record_execution(
-            approval.id, result=f"Error: {exc}", failed=True, now=turn.clock()
-        )
-        await _still_ours(turn)
+        await _record(turn, approval, f"Error: {exc}", failed=True)
         raise ToolRaised(exc) from exc
     output = result.output if isinstance(result, llm.ToolOutput) else result
     text = output if isinstance(output, str) else json.dumps(output, default=repr)
-    await turn.repo.record_execution(approval.id, result=text, failed=False, now=turn.clock())
-    failpoint("execution_recorded")
-    await _still_ours(turn)
+    await _record(turn, approval, text, failed=False)
     return result
 
 
-async def _still_ours(turn: TurnContext) -> None:
-    """After a gated call: if another drive took the run over meanwhile, stop this one.
+async def _record(turn: TurnContext, approval: Any, text: str, *, failed: bool) -> None:
+    """Record a gated call's result and, in the same transaction, renew this drive's lease.
 
-    The result is recorded either way; the drive that holds the run answers in the thread.
+    If another drive took the run over meanwhile, the result is recorded all the same and
+    this drive stops (LeaseLost): the drive that holds the run answers in the thread.
     """
-    if turn.keep_lease is not None:
-        await turn.keep_lease()  # raises LeaseLost: the gate turns it into HandedOver
+    lease_until = turn.lease_until() if turn.lease_until is not None else None
+    still_ours = await turn.repo.record_execution(
+        approval.id,
+        result=text,
+        failed=failed,
+        now=turn.clock(),
+        owner=turn.owner,
+        lease_until=lease_until,
+    )
+    if not failed:
+        failpoint("execution_recorded")
+    if not still_ours:
+        raise LeaseLost(turn.run_id)  # the gate turns it into HandedOver
 
 
 async def _not_started(turn: TurnContext, approval: Any, now: datetime) -> str:

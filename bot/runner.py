@@ -46,11 +46,15 @@ from bot.history import settle_history, trailing_calls
 from bot.ids import new_run_id
 from bot.policy import refusal_reason
 from storage.models import Approval, Run
-from storage.repository import ExpiryOutcome, LeaseLost, Repository, RunBusy
+from storage.repository import DecisionOutcome, ExpiryOutcome, LeaseLost, Repository, RunBusy
 
 log = logging.getLogger(__name__)
 
 __all__ = ["RunBusy"]
+
+# Claimed resumes a runner keeps for ``resume`` (each is one run and its turn's approvals):
+# past this, the oldest are dropped, and resuming those starts them from the database.
+CLAIMS_KEPT = 1000
 
 
 @dataclass
@@ -170,6 +174,10 @@ class Runner:
         self.clock = clock
         self.tools = wrap_tools(config.tools, config.policy_for)
         self._models: dict[str, llm.AsyncModel] = {}
+        # Resumes this runner's decisions claimed (the claim is the resume's start: see
+        # ``decide``), by run id, until ``resume`` drives them. Memory only as a shortcut: a
+        # claim found missing here is started from the database (``start_resumed_run``).
+        self._claimed: dict[str, DecisionOutcome] = {}
 
     def model(self, model_id: str) -> llm.AsyncModel:
         # llm rebuilds its whole model registry on every lookup; once per runner is enough.
@@ -229,7 +237,23 @@ class Runner:
         return await self._drive(run, run.lease_owner)
 
     async def resume(self, run_id: str) -> RunOutcome:
-        """Resume a run whose resume this worker claimed (through a decision or an expiry)."""
+        """Resume a run whose resume this worker claimed (through a decision or an expiry).
+
+        After this runner's own decision the drive starts from the run its claim's
+        transaction read, under the lease the claim gave it: no write of its own. Otherwise (an
+        expiry, a stranded run, another runner object of this worker) ``resuming -> running``
+        is committed first, for a new drive.
+        """
+        claimed = self._claimed.pop(run_id, None)
+        if (
+            claimed is not None
+            and claimed.run is not None
+            and claimed.run.lease_expires_at is not None
+            and claimed.run.lease_expires_at > self.clock()
+        ):
+            run = claimed.run
+            assert run.lease_owner is not None
+            return await self._drive(run, run.lease_owner)
         owner = self._new_owner()
         run = await self.repo.start_resumed_run(
             run_id,
@@ -281,16 +305,13 @@ class Runner:
         ``owner`` is this drive's lease owner; every write that moves the run checks it.
         """
 
-        async def keep_lease() -> None:
-            await self.repo.renew_lease(run.id, owner, self._lease_until())
-
         turn = TurnContext(
             run_id=run.id,
             requester=run.requester,
             repo=self.repo,
             clock=self.clock,
             owner=owner,
-            keep_lease=keep_lease,
+            lease_until=self._lease_until,
         )
         token = current_turn.set(turn)
         heartbeat = asyncio.create_task(self._renew_lease(run.id, owner, turn))
@@ -361,6 +382,8 @@ class Runner:
         (its approval cancelled, or its decision given), so none is lost or left open.
         """
         calls = trailing_calls(history)
+        # Read when the drive starts (one read, no commit), not with the claim: whatever
+        # happened to them meanwhile is what this drive must answer.
         requested = {
             a.tool_call_id: a for a in await self.repo.approvals_for_turn(run.id, run.turn)
         }
@@ -467,12 +490,16 @@ class Runner:
             actor=actor,
             approve=approve,
             reason=(reason or "").strip() or None,
-            worker=self.worker_id,
+            # A claim is the resume's start: its lease goes straight to the drive ``resume``
+            # will run (a token of its own, so another drive of this worker is fenced off).
+            worker=self._new_owner(),
             lease_until=self._lease_until(),
             now=now,
             claim=claim_resume,
         )
         if outcome is not None:
+            if outcome.resume_claimed:
+                self._remember_claim(outcome)
             return Decision(approval=outcome.approval, resume_claimed=outcome.resume_claimed)
         current = await self.repo.get_approval(approval_id)
         assert current is not None
@@ -488,6 +515,13 @@ class Runner:
         if current.status == "expired":
             raise ApprovalExpired(describe_status(current), current, None)
         raise AlreadyDecided(describe_status(current), current)
+
+    def _remember_claim(self, outcome: DecisionOutcome) -> None:
+        """Keep a claimed resume for ``resume``; a caller that never resumes it (it crashed,
+        or gave up) leaves the run to the sweeper once the claim's lease runs out."""
+        while len(self._claimed) >= CLAIMS_KEPT:
+            self._claimed.pop(next(iter(self._claimed)))
+        self._claimed[outcome.approval.run_id] = outcome
 
     async def expire_due(self) -> list[ExpiryOutcome]:
         """Expire every approval past its deadline (the sweeper); callers resume claimed runs."""

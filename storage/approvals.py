@@ -14,7 +14,7 @@ from storage.records import (
     PendingFilter,
     StorageError,
 )
-from storage.rows import APPROVALS
+from storage.rows import APPROVALS, RUNS
 from storage.statements import (
     ADOPT_CARD,
     APPROVAL_BY_ID,
@@ -32,7 +32,10 @@ from storage.statements import (
     MARK_OUTCOME_UNKNOWN,
     RECORD_EXECUTION,
     RECORD_LATE_EXECUTION,
+    RENEW_LEASE_OF_APPROVAL,
+    RUN_BY_ID,
     SET_CARD,
+    START_CLAIMED_RUN,
     audit,
     cancel_paused_run,
     claim_resume,
@@ -92,7 +95,10 @@ class ApprovalStore:
         Returns None when another decision, or the clock, got there first; the caller reads
         the approval again to say which. The decision that leaves no approval of the run
         pending also claims the resume, in the same transaction, unless ``claim`` is False
-        (a decider that could not resume the run: the sweeper resumes it).
+        (a decider that could not resume the run: the sweeper resumes it). The claim is the
+        resume's start: ``worker`` (the lease owner of the drive that will resume it) holds
+        the run's lease from this commit, and the outcome carries the run, so resuming needs
+        no write of its own (``run_resumed`` is audited here).
         """
         status = "approved" if approve else "denied"
         params = {"id": approval_id, "status": status, "actor": actor, "reason": reason, "now": now}
@@ -113,7 +119,16 @@ class ApprovalStore:
                 reason=reason,
             )
             claimed = claim and claim_resume(tx, approval.run_id, worker, lease_until, now)
-            return DecisionOutcome(approval=approval, resume_claimed=claimed)
+            if not claimed:
+                return DecisionOutcome(approval=approval, resume_claimed=False)
+            # The claim is the resume's start: the run as it stands under the claim is what
+            # the resumed drive starts from (only the lease's holder changes it).
+            audit(tx, now, "run_resumed", run_id=approval.run_id, worker=worker)
+            run_row = tx.one(RUN_BY_ID, {"id": approval.run_id})
+            assert run_row is not None
+            return DecisionOutcome(
+                approval=approval, resume_claimed=True, run=RUNS.load(tx, run_row)
+            )
 
         return await self.database.run(body, WRITE)
 
@@ -178,6 +193,8 @@ class ApprovalStore:
             sql = BEGIN_EXECUTION_FENCED
 
         def body(tx: Tx) -> bool:
+            if owner is not None:
+                tx.execute(START_CLAIMED_RUN, {"id": approval_id, "owner": owner})
             row = tx.one(sql, params)
             if row is None:
                 return False
@@ -189,17 +206,34 @@ class ApprovalStore:
         return await self.database.run(body, WRITE, durable=True)
 
     async def record_execution(
-        self, approval_id: str, *, result: str, failed: bool, now: datetime
-    ) -> None:
+        self,
+        approval_id: str,
+        *,
+        result: str,
+        failed: bool,
+        now: datetime,
+        owner: str | None = None,
+        lease_until: datetime | None = None,
+    ) -> bool:
         """``executing -> executed`` with the tool's output (or its error).
 
         Also ``unknown -> executed``: the run was taken over while the tool ran and the taker
         recorded the outcome as unknown (it never re-runs such a call). The worker that ran it
         is the only one that knows the result, so it still records it, marked as late.
+
+        With ``owner`` and ``lease_until``, the same transaction renews that drive's lease on
+        the approval's run (the check a drive makes after every gated call) and returns
+        whether it still held it: False means another drive has the run (the result is
+        recorded all the same). Without them, True.
         """
         params = {"id": approval_id, "result": result}
+        lease = None
+        if owner is not None and lease_until is not None:
+            lease = {"id": approval_id, "owner": owner, "lease_until": lease_until}
 
-        def body(tx: Tx) -> None:
+        def body(tx: Tx) -> bool:
+            # The run's row first, as every transaction takes them (see LOCK_RUN).
+            still_ours = lease is None or tx.execute(RENEW_LEASE_OF_APPROVAL, lease) == 1
             late = False
             row = tx.one(RECORD_EXECUTION, params)
             if row is None:
@@ -218,8 +252,9 @@ class ApprovalStore:
                 approval_id=approval_id,
                 **detail,
             )
+            return still_ours
 
-        await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE)
 
     async def mark_outcome_unknown(self, approval_id: str, *, now: datetime) -> bool:
         """``executing -> unknown``: the call began but its result was never recorded."""

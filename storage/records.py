@@ -82,10 +82,16 @@ class ExpiryOutcome:
 
 @dataclass
 class DecisionOutcome:
-    """The result of a decision that won its race."""
+    """The result of a decision that won its race.
+
+    With ``resume_claimed``: the run as the claim left it (``resuming``, its lease held by the
+    claim's ``worker``), read in the claim's transaction, so the resumed drive starts from it
+    with no write of its own.
+    """
 
     approval: Approval
     resume_claimed: bool
+    run: Run | None = None
 
 
 @dataclass

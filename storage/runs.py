@@ -360,14 +360,19 @@ class RunStore:
         now: datetime,
         owner: str | None = None,
     ) -> Run:
-        """``resuming -> running`` for the worker that claimed the resume.
+        """``resuming -> running`` for the worker that claimed the resume (as ``worker``, or
+        for one of its drives, ``worker/…``).
 
         ``owner`` (default ``worker``) then holds the lease: one drive, not the whole worker,
-        so a second drive of the same run in the same process is fenced off.
+        so a second drive of the same run in the same process is fenced off. Not needed after
+        a decision this worker claimed with a drive's owner (see ``decide``): that drive holds
+        the lease already.
         """
         params = {
             "id": run_id,
             "worker": worker,
+            "prefix": f"{worker}/",
+            "prefix_length": len(worker) + 1,
             "owner": owner or worker,
             "lease_until": lease_until,
             "now": now,

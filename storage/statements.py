@@ -45,19 +45,26 @@ RELEASE_LEASES = (
 PAUSE_RUN = (
     "UPDATE runs SET status = 'paused', history = :history, turn = turn + 1, "
     "lease_owner = NULL, lease_expires_at = NULL, updated_at = :now "
-    "WHERE id = :id AND lease_owner = :worker AND status = 'running' "
+    f"WHERE id = :id AND lease_owner = :worker AND status IN ({_ACTIVE}) "
     "RETURNING turn, requester, team_id, channel, thread_ts"
 )
 FINISH_RUN = (
     "UPDATE runs SET status = :status, answer = :answer, error = :error, lease_owner = NULL, "
     "lease_expires_at = NULL, updated_at = :now{history} "
-    "WHERE id = :id AND lease_owner = :worker AND status = 'running'"
+    f"WHERE id = :id AND lease_owner = :worker AND status IN ({_ACTIVE})"
 )
 FINISH_RUN_KEEP_HISTORY = FINISH_RUN.format(history="")
 FINISH_RUN_WITH_HISTORY = FINISH_RUN.format(history=", history = :history")
+# A drive's lease owner is ``worker/token``; a decision's claim is already such a drive's (see
+# ApprovalStore.decide), and runs while ``resuming`` until its first write. Pause and finish
+# accept either active status: the lease owner, a token per drive, is what fences drives.
+# Another drive of the same worker may still start the run afresh (a new token), which fences
+# the claimed one off: the worker's claims are ``worker`` or ``worker/…`` (a prefix test, as
+# RELEASE_LEASES).
 START_RESUMED_RUN = (
     "UPDATE runs SET status = 'running', lease_owner = :owner, lease_expires_at = :lease_until, "
-    "updated_at = :now WHERE id = :id AND status = 'resuming' AND lease_owner = :worker "
+    "updated_at = :now WHERE id = :id AND status = 'resuming' "
+    "AND (lease_owner = :worker OR substr(lease_owner, 1, :prefix_length) = :prefix) "
     f"RETURNING {RUNS.columns}"
 )
 STALE_RUNS = (
@@ -146,11 +153,24 @@ BEGIN_EXECUTION = (
     "UPDATE approvals SET status = 'executing', executed_at = :now "
     "WHERE id = :id AND status = 'approved' AND expires_at > :now RETURNING run_id"
 )
+# The fenced start of a call is also its drive's first write: a run a decision's claim left
+# ``resuming`` (see ApprovalStore.decide) is ``running`` from here. The run's row first, as
+# every transaction takes them.
+START_CLAIMED_RUN = (
+    "UPDATE runs SET status = 'running' "
+    "WHERE id = (SELECT run_id FROM approvals WHERE id = :id) AND lease_owner = :owner "
+    "AND status = 'resuming'"
+)
 BEGIN_EXECUTION_FENCED = (
     "UPDATE approvals SET status = 'executing', executed_at = :now "
     "WHERE id = :id AND status = 'approved' AND expires_at > :now AND EXISTS ("
     "SELECT 1 FROM runs WHERE runs.id = approvals.run_id AND runs.lease_owner = :owner) "
     "RETURNING run_id"
+)
+# A drive's lease check after a gated call, in the transaction that records its result.
+RENEW_LEASE_OF_APPROVAL = (
+    "UPDATE runs SET lease_expires_at = :lease_until "
+    "WHERE id = (SELECT run_id FROM approvals WHERE id = :id) AND lease_owner = :owner"
 )
 RECORD_EXECUTION = (
     "UPDATE approvals SET status = 'executed', result = :result "

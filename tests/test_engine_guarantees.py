@@ -403,12 +403,17 @@ async def test_only_the_lease_owner_may_start_a_gated_call(
     paused = await runner.start(request(calls(("restart_service", {"service": "db"}))))
     [approval] = paused.new_approvals
     decision = await runner.decide(approval.id, actor="U0APPROVER1", approve=True)
-    assert decision.resume_claimed  # the run's lease is now the deciding worker's
+    # The run's lease is now the deciding worker's drive's: the claim starts the resume.
+    assert decision.resume_claimed
+    run = await repo.get_run(paused.run_id)
+    assert run is not None and run.lease_owner is not None
+    assert run.lease_owner.startswith(f"{runner.worker_id}/")
     now = runner.clock()
     assert not await repo.begin_execution(approval.id, now=now, owner="a-drive-that-lost-it")
+    assert not await repo.begin_execution(approval.id, now=now, owner=runner.worker_id)
     stored = await repo.get_approval(approval.id)
     assert stored is not None and stored.status == "approved"
-    assert await repo.begin_execution(approval.id, now=now, owner=runner.worker_id)
+    assert await repo.begin_execution(approval.id, now=now, owner=run.lease_owner)
 
 
 # -- 10: an approval answers the call it was requested for, once ---------------------------
