@@ -355,60 +355,8 @@ class ApprovalStore:
         counting there (a total above it means "more than that"): counting every match is
         the one part of a page whose cost grows with the table.
         """
-        conditions = ["status = 'pending'", "expires_at > :now"]
-        params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
-        if where.team_id is not None:
-            conditions.append("team_id = :team_id")
-            params["team_id"] = where.team_id
-        if where.channel is not None:
-            conditions.append("channel = :channel")
-            params["channel"] = where.channel
-        if where.requester is not None:
-            conditions.append("requester = :requester")
-            params["requester"] = where.requester
-        if where.exclude_requester is not None:
-            conditions.append("(requester != :exclude_requester OR allow_self_approval = TRUE)")
-            params["exclude_requester"] = where.exclude_requester
-        approvers = ""
-        if where.approver is not None:
-            names = [where.approver, *where.approver_groups]
-            if where.anyone_channel is None:
-                names.append(ANYONE)
-            approvers = "approval_approvers.approver IN ({})".format(
-                ", ".join(f":approver_{i}" for i in range(len(names)))
-            )
-            params.update({f"approver_{i}": name for i, name in enumerate(names)})
-            if where.anyone_channel is not None:
-                approvers += (
-                    " OR (approval_approvers.approver = :anyone"
-                    " AND approvals.channel = :anyone_channel)"
-                )
-                params.update(anyone=ANYONE, anyone_channel=where.anyone_channel)
-        condition = " AND ".join(conditions)
-        page_condition = condition
-        if approvers:
-            # The page walks approvals newest first and probes each one's approvers: it
-            # stops after a page of matches. The count starts from the approver's own rows.
-            page_condition += (
-                " AND EXISTS (SELECT 1 FROM approval_approvers WHERE "
-                f"approval_approvers.approval_id = approvals.id AND ({approvers}))"
-            )
-            matching = (
-                "SELECT DISTINCT approvals.id FROM approval_approvers "
-                "JOIN approvals ON approvals.id = approval_approvers.approval_id "
-                f"WHERE ({approvers}) AND {condition}"
-            )
-        else:
-            matching = f"SELECT approvals.id FROM approvals WHERE {condition}"
-        count_params = {k: v for k, v in params.items() if k not in ("limit", "offset")}
-        if count_limit is None:
-            count_sql = f"SELECT count(*) FROM ({matching}) AS matching"
-        else:
-            count_sql = f"SELECT count(*) FROM ({matching} LIMIT :count_limit) AS matching"
-            count_params["count_limit"] = count_limit + 1
-        page_sql = (
-            f"SELECT {APPROVALS.columns} FROM approvals WHERE {page_condition} "
-            "ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset"
+        count_sql, count_params, page_sql, params = pending_list_sql(
+            where, now=now, limit=limit, offset=offset, count_limit=count_limit
         )
 
         def body(tx: Tx) -> tuple[list[Approval], int]:
@@ -417,3 +365,75 @@ class ApprovalStore:
             return [APPROVALS.load(tx, row) for row in rows], int(total[0] if total else 0)
 
         return await self.database.run(body, READ, inline=False)
+
+
+def pending_list_sql(
+    where: PendingFilter,
+    *,
+    now: datetime,
+    limit: int = 20,
+    offset: int = 0,
+    count_limit: int | None = None,
+) -> tuple[str, dict[str, Any], str, dict[str, Any]]:
+    """The count and page statements of :meth:`ApprovalStore.list_pending`, and their
+    parameters: (count SQL, count parameters, page SQL, page parameters).
+
+    Both name ``status = 'pending'`` literally: that is what lets both databases' planners use
+    the partial indexes on pending approvals (tests/test_pending_indexes.py checks the plans).
+    """
+    conditions = ["status = 'pending'", "expires_at > :now"]
+    params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
+    if where.team_id is not None:
+        conditions.append("team_id = :team_id")
+        params["team_id"] = where.team_id
+    if where.channel is not None:
+        conditions.append("channel = :channel")
+        params["channel"] = where.channel
+    if where.requester is not None:
+        conditions.append("requester = :requester")
+        params["requester"] = where.requester
+    if where.exclude_requester is not None:
+        conditions.append("(requester != :exclude_requester OR allow_self_approval = TRUE)")
+        params["exclude_requester"] = where.exclude_requester
+    approvers = ""
+    if where.approver is not None:
+        names = [where.approver, *where.approver_groups]
+        if where.anyone_channel is None:
+            names.append(ANYONE)
+        approvers = "approval_approvers.approver IN ({})".format(
+            ", ".join(f":approver_{i}" for i in range(len(names)))
+        )
+        params.update({f"approver_{i}": name for i, name in enumerate(names)})
+        if where.anyone_channel is not None:
+            approvers += (
+                " OR (approval_approvers.approver = :anyone"
+                " AND approvals.channel = :anyone_channel)"
+            )
+            params.update(anyone=ANYONE, anyone_channel=where.anyone_channel)
+    condition = " AND ".join(conditions)
+    page_condition = condition
+    if approvers:
+        # The page walks approvals newest first and probes each one's approvers: it
+        # stops after a page of matches. The count starts from the approver's own rows.
+        page_condition += (
+            " AND EXISTS (SELECT 1 FROM approval_approvers WHERE "
+            f"approval_approvers.approval_id = approvals.id AND ({approvers}))"
+        )
+        matching = (
+            "SELECT DISTINCT approvals.id FROM approval_approvers "
+            "JOIN approvals ON approvals.id = approval_approvers.approval_id "
+            f"WHERE ({approvers}) AND {condition}"
+        )
+    else:
+        matching = f"SELECT approvals.id FROM approvals WHERE {condition}"
+    count_params = {k: v for k, v in params.items() if k not in ("limit", "offset")}
+    if count_limit is None:
+        count_sql = f"SELECT count(*) FROM ({matching}) AS matching"
+    else:
+        count_sql = f"SELECT count(*) FROM ({matching} LIMIT :count_limit) AS matching"
+        count_params["count_limit"] = count_limit + 1
+    page_sql = (
+        f"SELECT {APPROVALS.columns} FROM approvals WHERE {page_condition} "
+        "ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset"
+    )
+    return count_sql, count_params, page_sql, params

@@ -64,6 +64,7 @@ class Run(Base):
 
 
 CARD_OUTBOX = "status = 'pending' AND card_ts IS NULL"
+PENDING = "status = 'pending'"
 
 
 class Approval(Base):
@@ -71,9 +72,33 @@ class Approval(Base):
     __table_args__ = (
         # Per turn: providers may reuse tool call ids ("call_0") from one response to the next.
         UniqueConstraint("run_id", "turn", "tool_call_id", name="uq_approvals_run_turn_call"),
+        # The listing and the sweeper only ever look for pending approvals: their indexes
+        # hold pending rows alone (partial), so they stay as small as what is waiting, and
+        # a decision leaves them once instead of every later status change rewriting them.
         # id too: pages are ordered by (created_at, id), so the index serves the ORDER BY.
-        Index("ix_approvals_status_created", "status", "created_at", "id"),
-        Index("ix_approvals_channel_status", "team_id", "channel", "status", "created_at", "id"),
+        Index(
+            "ix_approvals_pending_created",
+            "created_at",
+            "id",
+            sqlite_where=text(PENDING),
+            postgresql_where=text(PENDING),
+        ),
+        Index(
+            "ix_approvals_pending_channel",
+            "team_id",
+            "channel",
+            "created_at",
+            "id",
+            sqlite_where=text(PENDING),
+            postgresql_where=text(PENDING),
+        ),
+        # The sweeper's expiry scan (DUE_APPROVALS).
+        Index(
+            "ix_approvals_pending_expires",
+            "expires_at",
+            sqlite_where=text(PENDING),
+            postgresql_where=text(PENDING),
+        ),
         # The card outbox: pending approvals whose card is not posted yet (see the sweeper).
         Index(
             "ix_approvals_card_outbox",
@@ -99,7 +124,7 @@ class Approval(Base):
     allow_self_approval: Mapped[bool] = mapped_column(default=False)
     on_expiry: Mapped[str] = mapped_column(String(16), default="deny")
     created_at: Mapped[datetime] = mapped_column(DateTime)
-    expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime)
     decided_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
     decided_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
