@@ -143,9 +143,11 @@ async def bench(cycles: int, database: Path, count_commits: int = 0) -> dict[str
 
 
 async def settle(repo: Repository) -> None:
-    """Wait for the writer thread (a WAL checkpoint it started may be running)."""
-    writer = repo.database._writer  # type: ignore[attr-defined]
-    await asyncio.get_running_loop().run_in_executor(writer, lambda: None)
+    """Wait for the writer and checkpoint threads (a WAL checkpoint may be running)."""
+    database = repo.database
+    for executor in (database._writer, getattr(database, "_checkpointer", None)):  # type: ignore[attr-defined]
+        if executor is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, lambda: None)
 
 
 async def count_writes(repo: Repository, runner: Runner, first: int, cycles: int) -> dict[str, Any]:

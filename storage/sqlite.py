@@ -69,9 +69,11 @@ from storage.urls import normalize_url
 from storage.values import storable_text
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# Inline mode: writes between two checkpoints of the WAL by the writer thread, and how long
-# the RESTART step of one waits for readers (writers queue behind it meanwhile).
+# Inline mode: writes between two checkpoints of the WAL (PASSIVE, on a thread of their own),
+# how many frames the WAL may hold before one also RESTARTs it (it then holds the write lock
+# briefly), and how long that RESTART waits for readers (writers queue behind it meanwhile).
 CHECKPOINT_EVERY = 200
+WAL_RESTART_FRAMES = 10_000
 # Every SQLite connection's PRAGMA synchronous. In WAL mode NORMAL makes a commit durable at
 # the next checkpoint (a power cut or OS crash before it may lose it), FULL at the commit
 # itself (an fsync of the WAL). bench/peers sets it to measure both.
@@ -194,13 +196,18 @@ class _SQLiteTx:
             raise _wrap(exc, sql, params) from exc
 
 
+def raises_synchronous() -> bool:
+    """Whether a durable commit syncs more than the connections' own setting does."""
+    return (
+        _SYNCHRONOUS_LEVELS[SQLITE_DURABLE_SYNCHRONOUS.upper()]
+        > _SYNCHRONOUS_LEVELS[SQLITE_SYNCHRONOUS.upper()]
+    )
+
+
 def _transact(
     connection: sqlite3.Connection, body: Callable[[Tx], T], mode: Mode, durable: bool = False
 ) -> T:
-    if durable and (
-        _SYNCHRONOUS_LEVELS[SQLITE_DURABLE_SYNCHRONOUS.upper()]
-        > _SYNCHRONOUS_LEVELS[SQLITE_SYNCHRONOUS.upper()]
-    ):
+    if durable and raises_synchronous():
         # PRAGMA synchronous is the connection's and applies to its next commits: raised
         # before BEGIN for this one transaction, put back after its COMMIT (or ROLLBACK).
         connection.execute(f"PRAGMA synchronous = {SQLITE_DURABLE_SYNCHRONOUS}")
@@ -270,20 +277,32 @@ class SQLiteDatabase:
             )
         self._inline: sqlite3.Connection | None = None
         self._inline_lock = threading.Lock()
-        self._inline_writes = itertools.count(1)
+        self._writes = itertools.count(1)
         self._checkpointing = False
+        # Inline mode: checkpoints are ours, on a thread of their own (see _checkpoint_soon),
+        # and no connection of ours checkpoints at a commit (SQLite's wal_autocheckpoint).
+        self._own_checkpoints = inline
+        self._checkpointer: ThreadPoolExecutor | None = None
+        self._checkpoint_connection: sqlite3.Connection | None = None
         if inline:
+            self._checkpointer = ThreadPoolExecutor(
+                1, thread_name_prefix="approval-bot-sqlite-checkpoint"
+            )
             self._inline = self._connect(busy_timeout_ms=0)
-            self._inline.execute("PRAGMA wal_autocheckpoint = 0")
 
     # connections
 
-    def _connect(self, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    def _connect(
+        self, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS, *, tracked: bool = True
+    ) -> sqlite3.Connection:
         kwargs = {"check_same_thread": False, **self._connect_args, "isolation_level": None}
         connection = sqlite3.connect(self.path, **kwargs)
         _set_pragmas(connection, busy_timeout_ms)
-        with self._lock:
-            self._connections.append(connection)
+        if self._own_checkpoints:
+            connection.execute("PRAGMA wal_autocheckpoint = 0")
+        if tracked:
+            with self._lock:
+                self._connections.append(connection)
         return connection
 
     def _thread_connection(self) -> sqlite3.Connection:
@@ -307,20 +326,36 @@ class SQLiteDatabase:
             # behind it; measured, 100 concurrent clicks were acked in 300-450 ms instead of
             # 120-150 ms.
             await asyncio.sleep(0)
-            if self._inline_lock.acquire(blocking=False):
+            # A durable commit fsyncs (about as long as a whole cycle's other work): on the
+            # writer thread, so the loop goes on answering Slack meanwhile.
+            if not (durable and raises_synchronous()) and self._inline_lock.acquire(blocking=False):
                 try:
-                    return self._run_inline(body, mode, durable)
+                    result = self._run_inline(body, mode, durable)
                 except _Busy:
                     pass
+                else:
+                    self._wrote(mode)
+                    return result
                 finally:
                     self._inline_lock.release()
         executor = self._writer if mode is Mode.WRITE else self._readers
         deadline = current_deadline()
         if deadline is not None:
-            return await self._run_threaded_until(executor, body, mode, deadline, durable)
-        return await asyncio.get_running_loop().run_in_executor(
-            executor, self._run_threaded, body, mode, durable
-        )
+            result = await self._run_threaded_until(executor, body, mode, deadline, durable)
+        else:
+            result = await asyncio.get_running_loop().run_in_executor(
+                executor, self._run_threaded, body, mode, durable
+            )
+        self._wrote(mode)
+        return result
+
+    def _wrote(self, mode: Mode) -> None:
+        if (
+            mode is Mode.WRITE
+            and self._checkpointer is not None
+            and next(self._writes) % CHECKPOINT_EVERY == 0
+        ):
+            self._checkpoint_soon()
 
     async def _run_threaded_until(
         self,
@@ -355,44 +390,52 @@ class SQLiteDatabase:
             if _is_busy(exc):
                 raise _Busy from exc
             raise
-        if mode is Mode.WRITE and next(self._inline_writes) % CHECKPOINT_EVERY == 0:
-            self._checkpoint_soon()
         return result
 
     def _run_threaded(self, body: Callable[[Tx], T], mode: Mode, durable: bool = False) -> T:
         return _transact(self._thread_connection(), body, mode, durable)
 
     def _checkpoint_soon(self) -> None:
-        """Copy the WAL back into the database on the writer thread (the loop never fsyncs).
+        """Copy the WAL back into the database on the checkpoint thread (the loop never
+        fsyncs for it, and neither the writer thread: a durable commit never waits behind it).
 
-        PASSIVE first: it does the bulk of the copying (and the fsyncs) while inline writes
-        carry on. Some writes always land meanwhile, so the WAL would never be found fully
-        copied when a write begins and would never start over: it would grow without end, and
-        every read's search of it would slow down (we measured 90 us point reads at 270 MB).
-        So a RESTART follows: it holds the write lock while it copies the few frames written
-        meanwhile (about 2 ms here; inline writes queue on the writer thread), and the next
-        write starts the WAL over.
+        PASSIVE: it does the copying (and the fsyncs) while writes carry on; it takes no
+        lock a writer waits for. When it found every frame copied, the next write starts the
+        WAL over. Under steady writes some always land meanwhile, so the WAL would never be
+        found fully copied and would grow without end, every read's search of it slowing
+        down (we measured 90 us point reads at 270 MB). So once it holds more than
+        ``WAL_RESTART_FRAMES`` frames a RESTART follows: it holds the write lock while it
+        copies the few frames written meanwhile (a few ms; writes queue on the writer thread),
+        and the next write starts the WAL over. Measured on bench/engine_cycle.py: a RESTART
+        after every checkpoint (every 200 writes) put it in one cycle of ~30, enough to set
+        the p99; every ~1,100 writes (~40 MB of WAL) it touches under one cycle in a hundred.
         """
-        if self._checkpointing:
+        if self._checkpointing or self._checkpointer is None:
             return
         self._checkpointing = True
 
         def checkpoint() -> None:
-            connection = self._thread_connection()
+            if self._checkpoint_connection is None:
+                # Not in self._connections: tracing them (bench/) must not race this thread.
+                self._checkpoint_connection = self._connect(tracked=False)
+            connection = self._checkpoint_connection
             try:
-                connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                # Wait for readers only briefly: writers queue behind a RESTART.
-                connection.execute(f"PRAGMA busy_timeout = {RESTART_WAIT_MS}")
-                try:
-                    connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
-                finally:
-                    connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+                _busy, frames, copied = connection.execute(
+                    "PRAGMA wal_checkpoint(PASSIVE)"
+                ).fetchone()
+                if copied < frames and frames > WAL_RESTART_FRAMES:
+                    # Wait for readers only briefly: writers queue behind a RESTART.
+                    connection.execute(f"PRAGMA busy_timeout = {RESTART_WAIT_MS}")
+                    try:
+                        connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                    finally:
+                        connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
             except sqlite3.Error:
                 pass  # the next one will try again
             finally:
                 self._checkpointing = False
 
-        self._writer.submit(checkpoint)
+        self._checkpointer.submit(checkpoint)
 
     # migrations, raw SQL, the SQLAlchemy engine
 
@@ -458,6 +501,11 @@ class SQLiteDatabase:
             await self._engine.dispose()
 
     def _shutdown(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.shutdown(wait=True)
+        if self._checkpoint_connection is not None:
+            self._checkpoint_connection.close()
+            self._checkpoint_connection = None
         self._writer.shutdown(wait=True)
         self._readers.shutdown(wait=True)
         with self._inline_lock, self._lock:

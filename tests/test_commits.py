@@ -40,19 +40,23 @@ async def test_a_cycle_commits_six_write_transactions_on_sqlite(tmp_path: object
     repo = await Repository.open(f"sqlite:///{tmp_path}/bot.db")
     try:
         runner = Runner(repo, make_config(), worker_id="counted")
+
+        async def cycle(thread: str) -> None:
+            text = calls(("restart_service", {"service": "web"}))
+            paused = await runner.start(request(text, thread=thread))
+            approval_id = paused.new_approvals[0].id
+            decision = await runner.decide(approval_id, actor="U0APPROVER1", approve=True)
+            assert decision.resume_claimed
+            assert (await runner.resume(paused.run_id)).status == "completed"
+
+        await cycle("1.0")  # every connection a cycle uses is open (the writer thread's too)
         statements: list[str] = []
         connections = list(repo.database._connections)  # type: ignore[attr-defined]
         for connection in connections:
             connection.set_trace_callback(statements.append)
-        paused = await runner.start(request(calls(("restart_service", {"service": "web"}))))
-        decision = await runner.decide(
-            paused.new_approvals[0].id, actor="U0APPROVER1", approve=True
-        )
-        assert decision.resume_claimed
-        done = await runner.resume(paused.run_id)
+        await cycle("2.0")
         for connection in connections:
             connection.set_trace_callback(None)
-        assert done.status == "completed"
         transactions = write_transactions(repo, statements)
         first_writes = [t[0].split()[0:3] for t in transactions]
         assert len(transactions) == 6, first_writes
