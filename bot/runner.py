@@ -52,8 +52,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["RunBusy"]
 
-# Claimed resumes a runner keeps for ``resume`` (each is one run and its turn's approvals):
-# past this, the oldest are dropped, and resuming those starts them from the database.
+# Claimed resumes a runner keeps for ``resume`` (each is one run, as its claim read it): past
+# this, the oldest are dropped, and resuming those starts them from the database.
 CLAIMS_KEPT = 1000
 
 

@@ -10,6 +10,8 @@ calls ``approved -> executing -> executed``; ``executing -> unknown`` when a wor
 starting a call and recording its result (it is never run again).
 
 Run statuses: ``running -> paused -> resuming -> running -> completed | failed | cancelled``.
+A decision's resume claim gives the lease to the drive that resumes the run; the run reads
+``resuming`` until that drive starts its first call (or pauses or ends it).
 A run is driven only by the drive holding its lease (``lease_owner``, a worker id plus a
 token per drive, until ``lease_expires_at``); a crashed worker's lease runs out and
 ``take_over_run`` hands the run to another.
