@@ -1,4 +1,5 @@
-"""The listing and the sweeper use the partial indexes on pending approvals, on both databases.
+"""The listing and the sweeper use the partial indexes on pending approvals, and an approval's
+audit trail the partial audit index, on both databases.
 
 Plans are read with each database's EXPLAIN on the repository's own statements. On
 PostgreSQL sequential scans are turned off for the EXPLAIN (a small test table would
@@ -8,16 +9,20 @@ use, and a full index on ``status`` would be picked if it were there.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from bot.clock import utcnow
+from bot.runner import Runner
 from storage.approvals import pending_list_sql
 from storage.db import Mode, Tx
 from storage.repository import PendingFilter, Repository
 from storage.statements import CARDS_TO_POST, DUE_APPROVALS
+from tests.conftest import make_config
+from tests.test_engine import calls, request
 from tests.test_storage import approval_row
 
 
@@ -106,3 +111,25 @@ async def test_the_sweeper_uses_the_pending_indexes(repo: Repository) -> None:
     assert len(await repo.due_approvals(later)) == 30, "the pending ones, not the history"
     cards = {"now": now, "created_before": later, "limit": 100}
     assert "ix_approvals_card_outbox" in await plan(repo, CARDS_TO_POST, cards)
+
+
+async def test_an_approvals_audit_trail_uses_the_partial_audit_index(repo: Repository) -> None:
+    """The audit's approval index leaves out run-level events; an approval's trail still
+    reads through it."""
+    runner = Runner(repo, make_config(), worker_id="audited")
+    paused = await runner.start(request(calls(("restart_service", {"service": "web"}))))
+    [approval] = paused.new_approvals
+    await runner.decide(approval.id, actor="U0APPROVER1", approve=True)
+    assert (await runner.resume(paused.run_id)).status == "completed"
+    await repo.analyze()
+    sql = "SELECT id FROM audit_events WHERE approval_id = :approval_id"
+    trail_plan = await plan(repo, sql, {"approval_id": approval.id})
+    # The partial index by name (not the full ix_audit_events_approval_id it replaced).
+    assert re.search(r"ix_audit_events_approval(?!_id)", trail_plan), trail_plan
+    events = [e.event for e in await repo.audit_trail(approval_id=approval.id)]
+    assert events == [
+        "approval_requested",
+        "approval_approved",
+        "execution_started",
+        "execution_finished",
+    ]

@@ -8,6 +8,10 @@ stay as small as what is waiting, and an approval leaves them once, at its decis
 SQLite (3.8+) and PostgreSQL support them; the queries name ``status = 'pending'`` literally,
 which is what lets both planners use them.
 
+The audit's approval index leaves out the events that name no approval (a run's started,
+paused, resumed, completed): writing them then touches one index page fewer, and an
+approval's trail (``approval_id = …``) still uses it.
+
 Revision ID: 0005_pending
 Revises: 0004
 Create Date: 2026-11-30
@@ -49,9 +53,19 @@ def upgrade() -> None:
     op.drop_index("ix_approvals_status_created", table_name="approvals")
     op.drop_index("ix_approvals_channel_status", table_name="approvals")
     op.drop_index("ix_approvals_expires_at", table_name="approvals")
+    op.create_index(
+        "ix_audit_events_approval",
+        "audit_events",
+        ["approval_id"],
+        sqlite_where=sa.text("approval_id IS NOT NULL"),
+        postgresql_where=sa.text("approval_id IS NOT NULL"),
+    )
+    op.drop_index("ix_audit_events_approval_id", table_name="audit_events")
 
 
 def downgrade() -> None:
+    op.create_index("ix_audit_events_approval_id", "audit_events", ["approval_id"])
+    op.drop_index("ix_audit_events_approval", table_name="audit_events")
     op.create_index("ix_approvals_expires_at", "approvals", ["expires_at"])
     op.create_index(
         "ix_approvals_channel_status",
