@@ -406,9 +406,12 @@ class SQLiteDatabase:
         down (we measured 90 us point reads at 270 MB). So once it holds more than
         ``WAL_RESTART_FRAMES`` frames a RESTART follows: it holds the write lock while it
         copies the few frames written meanwhile (a few ms; writes queue on the writer thread),
-        and the next write starts the WAL over. Measured on bench/engine_cycle.py: a RESTART
-        after every checkpoint (every 200 writes) put it in one cycle of ~30, enough to set
-        the p99; every ~1,100 writes (~40 MB of WAL) it touches under one cycle in a hundred.
+        and the next write starts the WAL over: every ~1,100 writes (~40 MB of WAL) rather
+        than after every checkpoint, so it can hold up under one cycle in a hundred. Measured
+        on bench/engine_cycle.py, interleaved with the previous pacing (RESTART after every
+        checkpoint, on the writer thread) on the shared 2-core machine: the same p50 and p99
+        (7.5 / 28.8 ms under a load of 3-6); the tail there is the machine's and the
+        ``executing`` commit's fsync, not the checkpoints.
         """
         if self._checkpointing or self._checkpointer is None:
             return
