@@ -15,10 +15,13 @@ waiting on threads. Hence:
   up front (``BEGIN IMMEDIATE``; reads a plain ``BEGIN`` or, for one-statement reads, none) or
   fails at once with SQLITE_BUSY. Our transactions are a few indexed point statements (20-60
   us of SQLite work in all), cheaper than a single thread hop, and with WAL and
-  ``synchronous=NORMAL`` a commit writes to the OS page cache and never fsyncs. That connection
-  does not checkpoint the WAL itself (``wal_autocheckpoint=0``): checkpoints (the one step that
-  fsyncs) run on the writer thread every ``CHECKPOINT_EVERY`` writes, so the loop never waits on
-  the disk.
+  ``synchronous=NORMAL`` a commit writes to the OS page cache and never fsyncs. No connection
+  of ours checkpoints the WAL at a commit (``wal_autocheckpoint=0``): checkpoints run on a
+  thread of their own every ``CHECKPOINT_EVERY`` writes, so the loop never waits on the disk.
+- The one commit that fsyncs, ``durable=True`` (the ``executing`` record, which a power cut
+  must not lose: ``SQLITE_DURABLE_SYNCHRONOUS``), never runs inline: its fsync (1.6 ms at the
+  median on the CI machine, several times that under I/O load) happens on the writer thread
+  while the loop carries on.
 - When the lock is taken (another replica or process, our own writer thread, a checkpoint) the
   transaction is rolled back and run again, unchanged, on a worker thread whose connection
   waits for the lock (``SQLITE_BUSY_TIMEOUT_MS``): one thread hop. Writes go to one writer
@@ -31,8 +34,8 @@ waiting on threads. Hence:
   does): the hop alone costs more than the transaction. Measured on the engine benchmark, p50
   per cycle: 59 ms before; 6-7 ms with one hop per transaction; 3.0-3.2 ms inline. Of those ~3
   ms, ~1.1-1.4 ms is llm's chain machinery, our runner and gate and the sync tool's own thread
-  hop (the same benchmark with an in-memory repository), ~0.9 ms SQLite itself (seven write
-  commits: ~64 WAL frames, 128 ``pwrite`` calls), the rest our Python around it.
+  hop (the same benchmark with an in-memory repository), ~0.9 ms SQLite itself (then seven
+  write commits, ~64 WAL frames; six and ~50 since), the rest our Python around it.
 - Values are stored exactly as SQLAlchemy's SQLite types store them (``YYYY-MM-DD
   HH:MM:SS.ffffff`` text for datetimes, ``json.dumps`` text for JSON, 0/1 for booleans), so the
   Alembic schema, existing databases and ad-hoc tools all keep working. Driver errors are raised
@@ -79,10 +82,9 @@ WAL_RESTART_FRAMES = 10_000
 # itself (an fsync of the WAL). bench/peers sets it to measure both.
 SQLITE_SYNCHRONOUS = "NORMAL"
 # The level of a ``durable`` transaction's commit (the ``executing`` record): FULL fsyncs the
-# WAL at that commit, which in WAL mode also makes every earlier commit durable. Measured on
-# bench/engine_cycle.py (see docs/benchmarks.md and the README's Reliability section): FULL
-# for that one commit costs one fsync per gated call; FULL for every connection, one per
-# commit.
+# WAL at that commit, which in WAL mode also makes every earlier commit durable. One fsync per
+# gated call, where FULL for every connection costs one per commit (six per cycle): measured
+# side by side on bench/engine_cycle.py, the cheaper way to keep the at-most-once promise.
 SQLITE_DURABLE_SYNCHRONOUS = "FULL"
 _SYNCHRONOUS_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
 RESTART_WAIT_MS = 50
@@ -327,7 +329,7 @@ class SQLiteDatabase:
             # 120-150 ms.
             await asyncio.sleep(0)
             # A durable commit fsyncs (about as long as a whole cycle's other work): on the
-            # writer thread, so the loop goes on answering Slack meanwhile.
+            # writer thread, so the loop goes on answering Slack meanwhile (module docstring).
             if not (durable and raises_synchronous()) and self._inline_lock.acquire(blocking=False):
                 try:
                     result = self._run_inline(body, mode, durable)
