@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import signal
 import sys
@@ -23,6 +22,7 @@ from typing import Any, NoReturn
 from bot.clock import utcnow
 from bot.config import Config, ConfigError, load_config
 from bot.llm_setup import prepare_llm
+from bot.logs import LOG_FORMAT_ENV, LOG_FORMATS, log_format_from, process_logging
 from bot.runner import DecisionRefused, Request, Runner, RunOutcome, default_worker_id
 from storage.models import Approval, Run
 from storage.repository import DatabaseUnavailable, PendingFilter, Repository
@@ -109,6 +109,12 @@ def build_parser() -> _Parser:
         help="TOML configuration file (default: $APPROVAL_BOT_CONFIG or ./approval-bot.toml)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=None,
+        help=f"text (default) or json: one JSON object per line (env {LOG_FORMAT_ENV})",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     db = commands.add_parser("db", help="database maintenance")
@@ -177,16 +183,30 @@ def _add_slack_commands(commands: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if not args.verbose:
-        # One line per HTTP request drowns what matters, and every command on a fresh
-        # database would print Alembic's migration steps; -v brings both back.
-        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-        logging.getLogger("alembic").setLevel(logging.WARNING)
+    # The log format is known before the arguments are checked, so that even a usage error
+    # is a JSON line in JSON mode.
+    early, _ = _early_parser().parse_known_args(argv)
+    try:
+        log_format = log_format_from(early.log_format)
+    except ValueError as exc:
+        print(f"approval-bot: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with process_logging(log_format, verbose=early.verbose) as output:
+        args = build_parser().parse_args(argv)
+        if args.command in ("serve", "playground"):
+            # Their stdout is a log (banners); other commands' stdout is their output.
+            output.wrap_stdout()
+        return _main(args)
+
+
+def _early_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--log-format", default=None)  # checked by the full parser
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.command == "playground":
         from bot.playground_cli import run_playground
 

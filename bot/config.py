@@ -44,6 +44,7 @@ TOP_LEVEL_KEYS = {
     "run_lease",
     "sweep_interval",
     "shutdown_grace",
+    "metrics_port",
     "policies",
 }
 POLICY_KEYS = {"approval", "approvers", "allow_self_approval", "ttl", "on_expiry"}
@@ -81,6 +82,9 @@ class Config:
     sweep_interval: timedelta = timedelta(seconds=30)
     # How long SIGTERM waits for work in flight; under Kubernetes' 30 s before its SIGKILL.
     shutdown_grace: timedelta = timedelta(seconds=25)
+    # /metrics, /readyz and /livez on a port of their own (not the public one); None: on the
+    # main port beside /slack/events.
+    metrics_port: int | None = None
     policies: dict[str, Policy] = field(default_factory=dict)
     source: str = "(defaults)"
 
@@ -159,6 +163,8 @@ def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None
     config.max_approvals_per_turn = _count(
         data, "max_approvals_per_turn", config.max_approvals_per_turn
     )
+    if "metrics_port" in data:
+        config.metrics_port = _port(data["metrics_port"], "metrics_port")
     refs = data.get("tools", [])
     if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
         raise ConfigError('tools: must be a list of import references like "pkg.module:name"')
@@ -179,6 +185,12 @@ def _count(data: dict[str, Any], key: str, default: int) -> int:
     value = data.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{key}: {value!r} must be a whole number of at least 1")
+    return value
+
+
+def _port(value: Any, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
+        raise ConfigError(f"{key}: {value!r} must be a TCP port (1-65535)")
     return value
 
 

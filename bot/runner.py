@@ -30,6 +30,7 @@ import llm
 from llm.parts import Message, TextPart, ToolCallPart, ToolResultPart
 from ulid import ULID
 
+from bot import logs, metrics
 from bot.clock import utcnow
 from bot.config import Config
 from bot.failpoints import failpoint
@@ -236,6 +237,8 @@ class Runner:
         assert run.lease_owner is not None
         return await self._drive(run, run.lease_owner)
 
+    @metrics.times_resumes
+    @logs.bound_to("run_id")
     async def resume(self, run_id: str) -> RunOutcome:
         """Resume a run whose resume this worker claimed (through a decision or an expiry).
 
@@ -299,6 +302,8 @@ class Runner:
                 claimed.append(run_id)
         return claimed
 
+    @metrics.counts_drives
+    @logs.bound_to("run")
     async def _drive(self, run: Run, owner: str) -> RunOutcome:
         """Run the chain from the stored history until it completes, pauses or fails.
 
@@ -461,6 +466,8 @@ class Runner:
 
     # -- decisions ---------------------------------------------------------------------
 
+    @metrics.counts_decisions
+    @logs.bound_to("approval_id")
     async def decide(
         self,
         approval_id: str,
@@ -523,6 +530,7 @@ class Runner:
             self._claimed.pop(next(iter(self._claimed)))
         self._claimed[outcome.approval.run_id] = outcome
 
+    @metrics.counts_expiries
     async def expire_due(self) -> list[ExpiryOutcome]:
         """Expire every approval past its deadline (the sweeper); callers resume claimed runs."""
         outcomes = []

@@ -29,8 +29,11 @@ import aiohttp
 from aiohttp import web
 
 from bot.config import Config, ConfigError
+from bot.endpoints import add_operational_routes, serving_operations
+from bot.metrics import count_database_errors
 from bot.runner import Runner
 from handlers.app import build_app, build_web_app
+from handlers.instrument import observe_request
 from handlers.services import Services, SlackSettings
 from handlers.sweeper import run_sweeper
 from storage.repository import DatabaseUnavailable, Repository
@@ -142,7 +145,11 @@ async def started_bot(
     session = aiohttp.ClientSession()
     services = Services.create(repo, config, runner, settings.web_client(session))
     app = build_app(services, settings)
+    count_database_errors(repo)
+    app.middleware(observe_request)  # log ids and acknowledgement latency
     bot = Bot(services=services, app=app, web_app=build_web_app(app, services, settings))
+    if config.metrics_port is None:
+        add_operational_routes(bot.web_app, repo, bot.stop_sweeping.is_set)
     if sweep:
         interval = config.sweep_interval.total_seconds()
         bot.sweeper = asyncio.create_task(run_sweeper(services, interval, bot.stop_sweeping))
@@ -161,23 +168,26 @@ def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
     except ConfigError as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    sock = None
-    if not socket_mode:
-        try:
-            sock = bound_socket(host, port)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            print(f"approval-bot: cannot listen on {host}:{port}: {reason}", file=sys.stderr)
-            return EXIT_USAGE
+    sock = metrics_sock = None
+    try:
+        if not socket_mode:
+            sock = _listen_or_say(host, port)
+        if config.metrics_port is not None:
+            metrics_sock = _listen_or_say(host, config.metrics_port)
+    except _CannotListen:
+        if sock is not None:
+            sock.close()
+        return EXIT_USAGE
     with asyncio.Runner() as loop:
         try:
-            report = loop.run(_serve(config, settings, sock=sock))
+            report = loop.run(_serve(config, settings, sock=sock, metrics_sock=metrics_sock))
         except DatabaseUnavailable as exc:
             print(f"approval-bot: {exc}", file=sys.stderr)
             return EXIT_USAGE
         finally:
-            if sock is not None:
-                sock.close()
+            for opened in (sock, metrics_sock):
+                if opened is not None:
+                    opened.close()
         if report.cancelled:
             # A tool cut off by the grace may still be running in a thread, which the
             # interpreter would wait for at exit. Its call is recorded as started, never as
@@ -185,6 +195,19 @@ def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
             # with the process now rather than finish unrecorded.
             _exit_now(report.exit_code)
     return report.exit_code
+
+
+class _CannotListen(Exception):
+    pass
+
+
+def _listen_or_say(host: str, port: int) -> socket.socket:
+    try:
+        return bound_socket(host, port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(f"approval-bot: cannot listen on {host}:{port}: {reason}", file=sys.stderr)
+        raise _CannotListen from exc
 
 
 def bound_socket(host: str, port: int) -> socket.socket:
@@ -203,7 +226,11 @@ def bound_socket(host: str, port: int) -> socket.socket:
 
 
 async def _serve(
-    config: Config, settings: SlackSettings, *, sock: socket.socket | None
+    config: Config,
+    settings: SlackSettings,
+    *,
+    sock: socket.socket | None,
+    metrics_sock: socket.socket | None = None,
 ) -> ShutdownReport:
     stop, hurry = asyncio.Event(), asyncio.Event()
 
@@ -218,7 +245,11 @@ async def _serve(
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, on_signal)
     grace = config.shutdown_grace.total_seconds()
-    async with started_bot(config, settings) as bot:
+    async with (
+        started_bot(config, settings) as bot,
+        # The metrics port stays up while work in flight finishes (/readyz says 503).
+        serving_operations(metrics_sock, bot.services.repo, stop.is_set),
+    ):
         if sock is None:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 

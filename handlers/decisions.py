@@ -10,6 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from bot import logs
 from bot.failpoints import failpoint
 from bot.runner import ApprovalExpired, DecisionRefused, RunOutcome
 from handlers.blocks import escape
@@ -134,6 +135,7 @@ async def decide_from_slack(
         await resume_and_publish(services, decision.approval.run_id)
 
 
+@logs.bound_to("run_id")
 async def resume_and_publish(services: Services, run_id: str) -> RunOutcome | None:
     """Resume a run this worker claimed, tell its thread, and settle its cards."""
     run = await services.repo.get_run(run_id)

@@ -19,6 +19,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot import logs
 from bot.clock import utcnow
 from bot.failpoints import failpoint
 from bot.runner import NotAllowed, Request, RunOutcome, ensure_may_decide
@@ -143,6 +144,7 @@ async def tell_how(services: Services, request: Request) -> None:
     )
 
 
+@logs.bound_to("run")
 async def drive_request(services: Services, run: Run) -> None:
     """Drive a stored request and answer in its thread (after Slack got its 200)."""
     progress = await services.publisher.run_progress(run)

@@ -23,6 +23,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import logs
 from bot.clock import utcnow
 from bot.runner import RunOutcome
 from handlers.blocks import escape, render_approval_card, split_for_slack
@@ -83,6 +84,7 @@ class Publisher:
         current = await self.repo.get_run(run.id)
         return current.progress_ts if current is not None else None
 
+    @logs.bound_to("outcome")
     async def outcome(self, outcome: RunOutcome, *, progress_ts: str | None = None) -> None:
         """Tell the thread where the run stands; post a card for each new approval."""
         run = outcome.run
@@ -159,6 +161,7 @@ class Publisher:
         if progress_ts:
             await self.repo.clear_progress(run.id, progress_ts)
 
+    @logs.bound_to("approval_id")
     async def post_card(self, approval_id: str) -> None:
         """Post a pending approval's card once: claim it, post it, record where it is."""
         now = utcnow()
@@ -193,6 +196,7 @@ class Publisher:
             posted += 1
         return posted
 
+    @logs.bound_to("approval_id")
     async def refresh_card(self, approval_id: str, *, clicked: CardPlace | None = None) -> None:
         """Edit a card in place to show the approval as it is now (buttons gone once decided).
 

@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.background import BackgroundTasks
 from bot.config import Config, ConfigError
 from bot.runner import Runner
+from handlers.instrument import InstrumentedWebClient, RateLimitCounter
 from handlers.publish import SLACK_FAILURES, Publisher
 from storage.repository import Repository
 
@@ -84,11 +85,12 @@ class SlackSettings:
         Pass a long-lived ``session``: without one slack_sdk opens a new connection (and
         resolves the host again) for every call.
         """
-        return AsyncWebClient(
+        return InstrumentedWebClient(
             token=self.bot_token,
             base_url=self.api_url,
             session=session,
             retry_handlers=[
+                RateLimitCounter(),  # first: counts every 429, retried or not
                 AsyncRateLimitErrorRetryHandler(max_retry_count=3),
                 AsyncConnectionErrorRetryHandler(max_retry_count=2),
             ],

@@ -9,6 +9,7 @@ import contextlib
 import logging
 from datetime import timedelta
 
+from bot import metrics
 from bot.clock import utcnow
 from handlers.decisions import after_expiry, refresh_settled_cards, resume_and_publish
 from handlers.services import Services
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 EVENT_MEMORY = timedelta(days=2)  # Slack retries for minutes; two days is plenty
 
 
+@metrics.times_sweeps
 async def sweep_once(services: Services) -> None:
     """One sweep. Every run it moves on (a resume after an expiry, a run taken over, a
     stranded resume) runs a model: each is a task of its own, so one slow or failing run

@@ -58,11 +58,13 @@ async def served_bot(
     extra_config: str = "",
     env: dict[str, str] | None = None,
     slack: SlackServer | None = None,
+    cli_args: tuple[str, ...] = (),
 ) -> AsyncIterator[ServedBot]:
     """Start the bot (llm-echo as its model, loaded as a plugin) and wait for /healthz.
 
-    ``extra_config`` is prepended to the TOML, ``env`` added to the environment; pass the
-    ``slack`` of an earlier bot to restart one against the same Slack.
+    ``extra_config`` is prepended to the TOML, ``env`` added to the environment, ``cli_args``
+    (global options: ``-v``, ``--log-format json``) put before ``serve``; pass the ``slack``
+    of an earlier bot to restart one against the same Slack.
     """
     config = workdir / "served-bot.toml"
     config.write_text(extra_config + CONFIG)
@@ -88,6 +90,7 @@ async def served_bot(
             "bot.cli",
             "--config",
             str(config),
+            *cli_args,
             "serve",
             "--host",
             "127.0.0.1",

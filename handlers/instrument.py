@@ -1,0 +1,103 @@
+"""Slack-side hooks for logs and metrics: which workspace, channel and approval a request
+is about (for log lines), how long its acknowledgement took, and every Web API call that
+failed or was rate limited. Nothing here changes what a listener or a call does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from bot import logs, metrics
+from handlers.blocks import APPROVE, DENY, SHOW_ARGUMENTS
+
+APPROVAL_ACTIONS = (APPROVE, DENY, SHOW_ARGUMENTS)
+
+
+def request_kind(body: dict[str, Any]) -> str:
+    """event, block_actions, view_submission, command, ... (a bounded label)."""
+    if "command" in body:
+        return "command"
+    kind = body.get("type")
+    if kind == "event_callback":
+        return "event"
+    return kind if isinstance(kind, str) and kind.isidentifier() and len(kind) < 40 else "other"
+
+
+def request_ids(body: dict[str, Any]) -> dict[str, str | None]:
+    """The workspace, channel and approval a Slack payload is about, where it says."""
+    team = body.get("team_id") or (body.get("team") or {}).get("id")
+    event = body.get("event") if isinstance(body.get("event"), dict) else {}
+    channel = (
+        body.get("channel_id")
+        or event.get("channel")
+        or (body.get("channel") or {}).get("id")
+        or (body.get("container") or {}).get("channel_id")
+    )
+    approval = None
+    for action in body.get("actions") or []:
+        if isinstance(action, dict) and action.get("action_id") in APPROVAL_ACTIONS:
+            approval = action.get("value")
+    return {
+        "workspace": team if isinstance(team, str) else None,
+        "channel": channel if isinstance(channel, str) else None,
+        "approval_id": approval if isinstance(approval, str) else None,
+    }
+
+
+async def observe_request(body: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:
+    """Bolt middleware: the ids go on every log line of the request (and of the tasks it
+    starts), and the time until bolt answers Slack is the acknowledgement latency (with
+    ``process_before_response`` bolt answers when the listeners return)."""
+    started = time.monotonic()
+    token = logs.bind(**request_ids(body))
+    try:
+        return await next()
+    finally:
+        metrics.observe_ack(request_kind(body), time.monotonic() - started)
+        logs.unbind(token)
+
+
+class RateLimitCounter(AsyncRetryHandler):
+    """Counts every 429 Slack answers (retried or not); never retries anything itself. Put
+    it first among the client's retry handlers: slack_sdk asks each in turn."""
+
+    async def can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if response is not None and response.status_code == 429:
+            metrics.slack_rate_limited(_method(request.url))
+        return False
+
+
+class InstrumentedWebClient(AsyncWebClient):
+    """An AsyncWebClient that counts the calls that fail, by method and error."""
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:  # type: ignore[override]
+        try:
+            return await super().api_call(api_method, **kwargs)
+        except SlackApiError as exc:
+            error = exc.response.get("error") if exc.response is not None else None
+            metrics.slack_call_failed(api_method, str(error or "unknown"))
+            raise
+        except (TimeoutError, aiohttp.ClientError):
+            metrics.slack_call_failed(api_method, "unreachable")
+            raise
+
+
+def _method(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1] or "unknown"
