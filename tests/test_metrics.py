@@ -11,10 +11,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from freezegun import freeze_time
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.clock import utcnow
 from bot.metrics import DATABASE_ERRORS, count_database_errors
+from bot.runner import ApprovalExpired, Runner
 from storage.protocol import Mode
 from storage.repository import Repository
 from tests.serve_process import ServedBot, free_port, served_bot
@@ -184,3 +186,127 @@ async def test_failed_transactions_are_counted(repo: Repository) -> None:
         await repo.database.run(lambda tx: tx.one("SELECT * FROM no_such_table"), Mode.READ_ONE)
     await repo.ping()
     assert total() == before + 1
+
+
+async def test_readiness_says_shutting_down_while_work_in_flight_finishes(
+    tmp_path: Path,
+) -> None:
+    """After SIGTERM the public port closes at once; the metrics port stays up until the
+    work in flight is done, answering /readyz with 503 and still serving /metrics."""
+    import asyncio
+    import signal
+
+    from tests.test_shutdown import approve_slow_restart, lines, until_refused
+
+    metrics_port = free_port()
+    metrics_url = f"http://127.0.0.1:{metrics_port}"
+    log = tmp_path / "tool.log"
+    database = f"sqlite:///{tmp_path / 'bot.db'}"
+    settings = f"metrics_port = {metrics_port}\n"
+    async with served_bot(database, tmp_path, extra_config=settings) as served:
+        await approve_slow_restart(served, log, seconds=6)
+        served.process.send_signal(signal.SIGTERM)
+        await until_refused(served.url)
+        assert "finished web" not in lines(log)
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{metrics_url}/readyz") as ready:
+                assert ready.status == 503
+                assert (await ready.json())["reason"] == "shutting down"
+            async with session.get(f"{metrics_url}/livez") as live:
+                assert live.status == 200
+        samples = await scrape(metrics_url)
+        assert value(samples, "approval_bot_decisions_total", outcome="approved") == 1
+        code = await asyncio.wait_for(served.process.wait(), 60)
+    assert code == 0
+    assert lines(log) == ["started web", "finished web"]
+
+
+async def test_socket_mode_serves_metrics_on_the_metrics_port(tmp_path: Path) -> None:
+    import asyncio
+    import os
+    import sys
+
+    from playground.slack_server import SlackServer
+    from tests.serve_process import CONFIG, ROOT, SECRET, wait_healthy
+
+    metrics_port = free_port()
+    config = tmp_path / "served-bot.toml"
+    config.write_text(f"metrics_port = {metrics_port}\n" + CONFIG)
+    async with SlackServer(signing_secret=SECRET) as slack:
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": slack.bot_token,
+            "SLACK_APP_TOKEN": slack.app_token,
+            "SLACK_API_URL": slack.api_url,
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'bot.db'}",
+            "LLM_USER_PATH": str(tmp_path / "llm"),
+            "LLM_LOAD_PLUGINS": "llm-echo",
+            "PYTHONPATH": str(ROOT),
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-m", "bot.cli", "--config", str(config), "serve", "--socket-mode"),
+            env=env,
+            cwd=tmp_path,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        try:
+            metrics_url = f"http://127.0.0.1:{metrics_port}"
+            served = ServedBot(slack=slack, process=process, url=metrics_url)
+            await wait_healthy(served)
+            await slack.wait_socket_connected(timeout=30)
+            await slack.socket_mention("U0REQUESTER", "C0OPS", "<@U0BOT> hello")
+            for _ in range(100):
+                samples = await scrape(metrics_url)
+                if value(samples, "approval_bot_ack_seconds_count", kind="event"):
+                    break
+                await asyncio.sleep(0.05)
+            assert value(samples, "approval_bot_ack_seconds_count", kind="event") == 1
+            assert value(samples, "approval_bot_database_up") == 1
+        finally:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), 30)
+
+
+def counted(metric: object, **labels: str) -> float:
+    """The current value of a labelled counter's ``_total`` sample (or histogram's
+    ``_count``) in this process."""
+    for family in metric.collect():  # type: ignore[attr-defined]
+        for sample in family.samples:
+            if sample.name.endswith(("_total", "_count")) and sample.labels == labels:
+                return sample.value
+    return 0.0
+
+
+async def test_denials_and_expiries_are_counted_by_outcome(runner: Runner) -> None:
+    """Counters live in this process: the deltas of one denial, one expiry found by a
+    click and one found by the sweeper."""
+    from bot.metrics import DECISION_SECONDS, DECISIONS
+    from tests.test_engine import calls, request
+
+    before = {o: counted(DECISIONS, outcome=o) for o in ("approved", "denied", "expired")}
+    denied_waits = counted(DECISION_SECONDS, outcome="denied")
+    with freeze_time("2026-11-30 10:00:00") as clock:
+        first = await runner.start(
+            request(calls(("restart_service", {"service": "a"})), thread="1.1")
+        )
+        clock.tick(timedelta(minutes=2))
+        await runner.decide(
+            first.new_approvals[0].id, actor="U0APPROVER1", approve=False, reason="no"
+        )
+        second = await runner.start(
+            request(calls(("restart_service", {"service": "b"})), thread="1.2")
+        )
+        third = await runner.start(
+            request(calls(("restart_service", {"service": "c"})), thread="1.3")
+        )
+        clock.tick(timedelta(minutes=16))
+        with pytest.raises(ApprovalExpired):
+            await runner.decide(second.new_approvals[0].id, actor="U0APPROVER1", approve=True)
+        swept = await runner.expire_due()
+    assert [e.approval.id for e in swept] == [third.new_approvals[0].id]
+    assert counted(DECISIONS, outcome="denied") == before["denied"] + 1
+    assert counted(DECISIONS, outcome="expired") == before["expired"] + 2
+    assert counted(DECISIONS, outcome="approved") == before["approved"]
+    assert counted(DECISION_SECONDS, outcome="denied") == denied_waits + 1
