@@ -12,19 +12,20 @@ Two kinds, on purpose:
   429s by method, sweeps, database errors, drives by outcome. Prometheus sums them across
   replicas (``sum by (outcome) (rate(approval_bot_decisions_total[5m]))``).
 
-The hooks are decorators and wrappers, so the code they measure changes by a line each.
+The code it measures calls it through :mod:`bot.metric_hooks` (decorators, a line each),
+which records only once this module is imported: ``serve`` imports it, while a CLI command,
+which serves no metrics, never pays for importing prometheus-client.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
     from storage.repository import Repository
 
-F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -224,6 +224,11 @@ def _resume_claimed(run_id: str) -> None:
         _decided_at.popitem(last=False)
 
 
+def resume_started(run_id: str) -> float | None:
+    """When the decision that claimed this run's resume was taken (monotonic), if here."""
+    return _decided_at.pop(run_id, None)
+
+
 def record_decision(decision: Any, *, approve: bool) -> None:
     """A decision that won its race: count it, and how long the request waited for it."""
     outcome = "approved" if approve else "denied"
@@ -240,93 +245,6 @@ def record_expiry(expiry: Any) -> None:
     DECISIONS.labels("expired").inc()
     if expiry.resume_claimed:
         _resume_claimed(expiry.approval.run_id)
-
-
-def counts_decisions(function: F) -> F:
-    """For ``Runner.decide``: a decision that won, or an expiry found at click time."""
-
-    @functools.wraps(function)
-    async def wrapper(self: Any, approval_id: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            decision = await function(self, approval_id, *args, **kwargs)
-        except Exception as exc:
-            expiry = getattr(exc, "expiry", None)
-            if expiry is not None:
-                record_expiry(expiry)
-            raise
-        record_decision(decision, approve=bool(kwargs.get("approve")))
-        return decision
-
-    return wrapper  # type: ignore[return-value]
-
-
-def counts_expiries(function: F) -> F:
-    """For ``Runner.expire_due``: each approval it expired."""
-
-    @functools.wraps(function)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        outcomes = await function(*args, **kwargs)
-        for expiry in outcomes:
-            record_expiry(expiry)
-        return outcomes
-
-    return wrapper  # type: ignore[return-value]
-
-
-def times_resumes(function: F) -> F:
-    """For ``Runner.resume``: decision to the end of the resumed drive."""
-
-    @functools.wraps(function)
-    async def wrapper(self: Any, run_id: str, *args: Any, **kwargs: Any) -> Any:
-        decided = _decided_at.pop(run_id, None)
-        outcome = await function(self, run_id, *args, **kwargs)
-        if decided is not None:
-            RESUME_SECONDS.observe(time.monotonic() - decided)
-        return outcome
-
-    return wrapper  # type: ignore[return-value]
-
-
-def counts_drives(function: F) -> F:
-    """For ``Runner._drive``: how each drive ended."""
-
-    @functools.wraps(function)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        outcome = await function(*args, **kwargs)
-        DRIVES.labels(getattr(outcome, "status", "unknown")).inc()
-        return outcome
-
-    return wrapper  # type: ignore[return-value]
-
-
-def times_sweeps(function: F) -> F:
-    """For ``sweep_once``."""
-
-    @functools.wraps(function)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        started = time.monotonic()
-        try:
-            result = await function(*args, **kwargs)
-        except BaseException:
-            SWEEPS.labels("failed").inc()
-            raise
-        SWEEPS.labels("ok").inc()
-        SWEEP_SECONDS.observe(time.monotonic() - started)
-        return result
-
-    return wrapper  # type: ignore[return-value]
-
-
-def observe_ack(kind: str, seconds: float) -> None:
-    ACK_SECONDS.labels(kind).observe(seconds)
-
-
-def slack_call_failed(method: str, error: str) -> None:
-    SLACK_API_ERRORS.labels(method, error).inc()
-
-
-def slack_rate_limited(method: str) -> None:
-    SLACK_RATE_LIMITED.labels(method).inc()
 
 
 class CountingDatabase:

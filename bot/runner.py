@@ -30,7 +30,8 @@ import llm
 from llm.parts import Message, TextPart, ToolCallPart, ToolResultPart
 from ulid import ULID
 
-from bot import logs, metrics
+from bot import logs
+from bot import metric_hooks as metrics
 from bot.clock import utcnow
 from bot.config import Config
 from bot.failpoints import failpoint

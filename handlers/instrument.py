@@ -17,7 +17,8 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from bot import logs, metrics
+from bot import logs
+from bot import metric_hooks as metrics
 from handlers.blocks import APPROVE, DENY, SHOW_ARGUMENTS
 
 APPROVAL_ACTIONS = (APPROVE, DENY, SHOW_ARGUMENTS)

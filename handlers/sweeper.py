@@ -9,7 +9,7 @@ import contextlib
 import logging
 from datetime import timedelta
 
-from bot import metrics
+from bot import metric_hooks as metrics
 from bot.clock import utcnow
 from handlers.decisions import after_expiry, refresh_settled_cards, resume_and_publish
 from handlers.services import Services
