@@ -11,9 +11,9 @@ from libraries (``logging.captureWarnings``), uncaught exceptions (``sys.excepth
 
 Secrets are redacted from every line, in either format, as defence in depth: the values of
 the environment's secrets (``SLACK_BOT_TOKEN``, ``SLACK_SIGNING_SECRET``, any ``*_TOKEN``,
-``*_SECRET``, ``*_KEY`` or ``*_PASSWORD``, the password of ``DATABASE_URL``), anything shaped
-like a Slack token, and values registered at run time with :func:`register_secret` (callback
-tokens, for instance).
+``*_SECRET``, ``*_KEY`` or ``*_PASSWORD``, the password in ``DATABASE_URL`` or any other
+URL), anything shaped like a Slack token, and values registered at run time with
+:func:`register_secret` (callback tokens, for instance).
 
 The ids travel in a contextvar: :func:`bind` (or the :func:`bound_to` decorator) sets them for
 the current task, and asyncio copies them into the tasks it starts from there.
@@ -201,8 +201,8 @@ class Redactor:
         for name, value in environ.items():
             if name in SECRET_NAMES or name.upper().endswith(SECRET_SUFFIXES):
                 self.add(value)
-        for name in ("DATABASE_URL", "APPROVAL_BOT_TEST_POSTGRES_URL"):
-            self.add(_url_password(environ.get(name, "")))
+            elif "://" in value:  # DATABASE_URL and any other URL with a password in it
+                self.add(_url_password(value))
 
     def redact(self, text: str) -> str:
         pattern = self._pattern
