@@ -168,6 +168,13 @@ def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
     except ConfigError as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if config.metrics_port == port and not socket_mode:
+        print(
+            f"approval-bot: metrics_port ({port}) must differ from --port: it keeps /metrics "
+            "off the public port",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     sock = metrics_sock = None
     try:
         if not socket_mode:

@@ -310,3 +310,43 @@ async def test_denials_and_expiries_are_counted_by_outcome(runner: Runner) -> No
     assert counted(DECISIONS, outcome="expired") == before["expired"] + 2
     assert counted(DECISIONS, outcome="approved") == before["approved"]
     assert counted(DECISION_SECONDS, outcome="denied") == denied_waits + 1
+
+
+async def test_metrics_port_that_is_the_main_port_or_taken_is_refused(tmp_path: Path) -> None:
+    import asyncio
+    import os
+    import socket
+    import sys
+
+    from tests.serve_process import CONFIG, ROOT
+
+    async def serve(metrics_port: int, port: int) -> tuple[int, str]:
+        config = tmp_path / "bot.toml"
+        config.write_text(f"metrics_port = {metrics_port}\n" + CONFIG)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *("-m", "bot.cli", "--config", str(config), "serve", "--port", str(port)),
+            env={
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                "SLACK_BOT_TOKEN": "xoxb-unused",
+                "SLACK_SIGNING_SECRET": "unused",
+                "DATABASE_URL": f"sqlite:///{tmp_path / 'bot.db'}",
+                "LLM_LOAD_PLUGINS": "llm-echo",
+            },
+            cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(process.communicate(), 60)
+        return process.returncode or 0, err.decode()
+
+    port = free_port()
+    code, err = await serve(port, port)
+    assert code == 2 and f"metrics_port ({port}) must differ from --port" in err
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        code, err = await serve(busy, free_port())
+    assert code == 2 and f"cannot listen on 0.0.0.0:{busy}" in err
