@@ -350,3 +350,13 @@ async def test_metrics_port_that_is_the_main_port_or_taken_is_refused(tmp_path: 
         busy = taken.getsockname()[1]
         code, err = await serve(busy, free_port())
     assert code == 2 and f"cannot listen on 0.0.0.0:{busy}" in err
+
+
+@pytest.mark.parametrize("bad", [0, 70000, "9100", True, -1])
+def test_a_bad_metrics_port_is_a_configuration_error(bad: object) -> None:
+    from bot.config import ConfigError, config_from_dict
+
+    with pytest.raises(ConfigError, match=r"^metrics_port: .* must be a TCP port \(1-65535\)$"):
+        config_from_dict({"metrics_port": bad})
+    assert config_from_dict({"metrics_port": 9100}).metrics_port == 9100
+    assert config_from_dict({}).metrics_port is None
