@@ -81,7 +81,9 @@ def open_database(url: str, *, sqlite_inline: bool = True, **engine_kwargs: Any)
     parsed = make_url(normalize_url(url))
     if parsed.get_backend_name() == "sqlite":
         return SQLiteDatabase(url, inline=sqlite_inline, **engine_kwargs)
-    return PostgresDatabase(create_engine(url, **engine_kwargs))
+    return PostgresDatabase(
+        create_engine(url, **engine_kwargs), reconnect=lambda: create_engine(url, **engine_kwargs)
+    )
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:

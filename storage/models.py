@@ -5,8 +5,10 @@ Four tables:
 - ``runs``: one agent conversation per Slack thread. Holds the serialized ``llm`` message
   history (the durable form of a paused chain), its status and the lease that lets exactly one
   worker drive it at a time.
-- ``approvals``: one row per gated tool call, keyed by (run, tool call id). Its status moves
-  only through conditional UPDATEs in the repository, so the row count decides races.
+- ``approvals``: one row per pause of a tool call, keyed by (run, turn, tool call id): an
+  approval, a question (``ask_user``), a wait for a callback, or a retry at a time (``kind``).
+  Its status moves only through conditional UPDATEs in the repository, so the row count
+  decides races.
   ``approval_approvers`` indexes who may decide each one.
 - ``audit_events``: append-only; every request, decision, execution and expiry.
 - ``processed_events``: Slack ``event_id``s already handled, so retried deliveries and other
@@ -65,6 +67,12 @@ class Run(Base):
 
 CARD_OUTBOX = "status = 'pending' AND card_ts IS NULL"
 PENDING = "status = 'pending'"
+# The ~1 s check for retries that have come due reads only these few rows.
+DUE_RETRIES = "status = 'pending' AND kind = 'retry'"
+
+# What a pause row waits for. ``approval``: a decision; ``question``: a person's answer
+# (ask_user); ``callback``: another system's POST; ``retry``: a time (RetryAt).
+PAUSE_KINDS = ("approval", "question", "callback", "retry")
 
 
 class Approval(Base):
@@ -72,6 +80,7 @@ class Approval(Base):
     __table_args__ = (
         # Per turn: providers may reuse tool call ids ("call_0") from one response to the next.
         UniqueConstraint("run_id", "turn", "tool_call_id", name="uq_approvals_run_turn_call"),
+        UniqueConstraint("token_hash", name="uq_approvals_token_hash"),
         # The listing and the sweeper only ever look for pending approvals: their indexes
         # hold pending rows alone (partial), so they stay as small as what is waiting, and
         # a decision leaves them once instead of every later status change rewriting them.
@@ -106,6 +115,12 @@ class Approval(Base):
             sqlite_where=text(CARD_OUTBOX),
             postgresql_where=text(CARD_OUTBOX),
         ),
+        Index(
+            "ix_approvals_due_retries",
+            "due_at",
+            sqlite_where=text(DUE_RETRIES),
+            postgresql_where=text(DUE_RETRIES),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -135,6 +150,13 @@ class Approval(Base):
     # Who posts the card claims it until then (a conditional UPDATE), so one card is posted;
     # a poster that died lets the claim run out and the sweeper posts it.
     card_claimed_until: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # Which kind of pause (PAUSE_KINDS); every kind moves through the same conditional
+    # UPDATEs, run lock, resume claim, expiry and card outbox.
+    kind: Mapped[str] = mapped_column(String(16), default="approval", server_default="approval")
+    # sha256 hex of a callback's token: the token itself is never stored.
+    token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # When a retry is due.
+    due_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
 
 ANYONE = "*"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -96,9 +97,13 @@ class PostgresDatabase:
 
     dialect = "postgresql"
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, reconnect: Callable[[], AsyncEngine] | None = None
+    ) -> None:
         self._engine = engine
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        # A new engine on the same database and settings, for :meth:`run_blocking`.
+        self._reconnect = reconnect
 
     @property
     def engine(self) -> AsyncEngine:
@@ -155,6 +160,38 @@ class PostgresDatabase:
             raise
         except TimeoutError as exc:
             raise DatabaseBusy("the database did not answer in time") from exc
+
+    def run_blocking(self, body: Callable[[Tx], T], mode: Mode) -> T:
+        """Run ``body`` and wait for its commit without awaiting: for code on the event loop's
+        thread that cannot await (a sync call inside an async tool). The pool belongs to the
+        blocked loop, so a helper thread commits through a connection of its own. Rare by
+        design: it blocks the loop for a connection and one transaction."""
+        if self._reconnect is None:
+            raise RuntimeError("this database was opened without a way to reconnect")
+        reconnect = self._reconnect
+        outcome: list[Any] = []
+
+        async def transact() -> T:
+            engine = reconnect()
+            try:
+                async with engine.begin() as conn:
+                    return await conn.run_sync(_run_postgres, body)
+            finally:
+                await engine.dispose()
+
+        def in_thread() -> None:
+            try:
+                outcome.append((True, asyncio.run(transact())))
+            except BaseException as exc:  # handed to the blocked caller
+                outcome.append((False, exc))
+
+        thread = threading.Thread(target=in_thread, name="approval-bot-pg-blocking")
+        thread.start()
+        thread.join()
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
 
     async def run_with_connection(self, fn: Callable[[Connection], T]) -> T:
         async with self._engine.begin() as conn:

@@ -73,6 +73,10 @@ class Database(Protocol):
         """
         ...
 
+    def run_blocking(self, body: Callable[[Tx], T], mode: Mode) -> T:
+        """Run ``body`` in one transaction from a thread that cannot await, waiting for it."""
+        ...
+
     async def run_with_connection(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` with a SQLAlchemy connection in a transaction (Alembic)."""
         ...

@@ -50,7 +50,12 @@ class LeaseLost(StorageError):
 
 @dataclass(frozen=True)
 class ApprovalDraft:
-    """A gated call that needs a decision; written together with the paused history."""
+    """A call that pauses the run (an approval, by default, or another ``kind`` of pause);
+    written together with the paused history.
+
+    ``adopt``: the row was stored already (a callback armed by ``callback_url()`` while the
+    tool ran); the pause takes it over instead of inserting one.
+    """
 
     id: str
     tool_call_id: str
@@ -61,6 +66,37 @@ class ApprovalDraft:
     allow_self_approval: bool
     on_expiry: str
     expires_at: datetime
+    kind: str = "approval"
+    # A callback's description ("deploy of shop"), a retry's reason.
+    reason: str | None = None
+    due_at: datetime | None = None
+    token_hash: str | None = None
+    adopt: bool = False
+
+
+@dataclass(frozen=True)
+class ArmedCallback:
+    """A callback token stored while its tool still runs, before the pause is."""
+
+    id: str
+    run_id: str
+    turn: int
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    token_hash: str
+    expires_at: datetime
+
+
+@dataclass
+class CallbackOutcome:
+    """What a POST to a callback URL did: ``completed`` (the body is the call's result),
+    ``gone`` (used already, expired or cancelled: 410) or ``unknown`` (404)."""
+
+    status: str
+    approval: Approval | None = None
+    resume_claimed: bool = False
+    expiry: ExpiryOutcome | None = None
 
 
 @dataclass

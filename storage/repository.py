@@ -47,10 +47,13 @@ from storage.db import (
 )
 from storage.events import EventStore
 from storage.limits import DATABASE_FAILURES, DatabaseBusy, time_limit
+from storage.pauses import PauseStore
 from storage.records import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
     ApprovalDraft,
+    ArmedCallback,
+    CallbackOutcome,
     DecisionOutcome,
     DuplicateEvent,
     ExpiryOutcome,
@@ -73,6 +76,8 @@ __all__ = [
     "DATABASE_FAILURES",
     "FINISHED_RUN_STATUSES",
     "ApprovalDraft",
+    "ArmedCallback",
+    "CallbackOutcome",
     "DatabaseBusy",
     "DatabaseUnavailable",
     "DecisionOutcome",
@@ -93,8 +98,9 @@ __all__ = [
 WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
 
 
-class Repository(RunStore, ApprovalStore, EventStore):
-    """Every transaction approval-bot makes, by aggregate (runs, approvals, events)."""
+class Repository(RunStore, ApprovalStore, PauseStore, EventStore):
+    """Every transaction approval-bot makes, by aggregate (runs, approvals and the other
+    pauses, events)."""
 
     def __init__(self, database: Database | AsyncEngine) -> None:
         if isinstance(database, AsyncEngine):  # older callers built the engine themselves
@@ -177,8 +183,10 @@ class Repository(RunStore, ApprovalStore, EventStore):
         non-nullable column must be given). No audit events are written.
         """
 
+        defaults = {"kind": "approval"}  # NOT NULL with a server default
+
         def full(rows: Rows[Any], row: dict[str, Any]) -> dict[str, Any]:
-            return rows.params({name: row.get(name) for name in rows.names})
+            return rows.params({name: row.get(name, defaults.get(name)) for name in rows.names})
 
         run_rows = [full(RUNS, row) for row in runs]
         approval_rows = [full(APPROVALS, row) for row in approvals]

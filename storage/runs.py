@@ -10,6 +10,7 @@ from typing import Any
 from storage.db import Database, Mode, Tx, json_text
 from storage.limits import DATABASE_FAILURES
 from storage.models import Approval, Run
+from storage.pauses import ADOPT_CALLBACK
 from storage.records import (
     FINISHED_RUN_STATUSES,
     ApprovalDraft,
@@ -17,6 +18,7 @@ from storage.records import (
     LeaseLost,
     PauseOutcome,
     RunBusy,
+    StorageError,
     ValueTooLong,
 )
 from storage.rows import APPROVALS, RUNS
@@ -62,6 +64,14 @@ WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
 SettleHistory = Callable[
     [list[dict[str, Any]], str, str | None, list[Approval]], list[dict[str, Any]]
 ]
+
+# The audit event that records each kind of pause being asked for.
+REQUESTED_EVENT = {
+    "approval": "approval_requested",
+    "question": "question_asked",
+    "callback": "callback_awaited",
+    "retry": "retry_scheduled",
+}
 
 TOOL_CALL_ID_LIMIT: int = Approval.__table__.c.tool_call_id.type.length
 
@@ -253,6 +263,7 @@ class RunStore:
                     RETAG_STILL_PENDING,
                     [{"turn": turn, "id": i, "run_id": run_id} for i in still_pending],
                 )
+            adopted = [adopt(tx, draft, turn) for draft in drafts if draft.adopt]
             rows = [
                 {
                     "id": draft.id,
@@ -274,20 +285,24 @@ class RunStore:
                     "expires_at": draft.expires_at,
                     "decided_by": None,
                     "decided_at": None,
-                    "reason": None,
+                    "reason": draft.reason,
                     "result": None,
                     "executed_at": None,
                     "card_channel": None,
                     "card_ts": None,
                     "card_claimed_until": None,
+                    "kind": draft.kind,
+                    "token_hash": draft.token_hash,
+                    "due_at": draft.due_at,
                 }
                 for draft in drafts
+                if not draft.adopt
             ]
             audits = [audit_row(now, "run_paused", run_id=run_id, approvals=[d.id for d in drafts])]
             audits += [
                 audit_row(
                     now,
-                    "approval_requested",
+                    REQUESTED_EVENT[draft.kind],
                     run_id=run_id,
                     approval_id=draft.id,
                     actor=requester,
@@ -301,10 +316,30 @@ class RunStore:
                 tx.executemany(INSERT_APPROVAL, [APPROVALS.params(r) for r in rows])
                 tx.executemany(INSERT_APPROVER, approver_rows(rows))
             tx.executemany(INSERT_AUDIT, audits)
-            claimed = not rows and claim_resume(tx, run_id, claimer or worker, lease_until, now)
-            return PauseOutcome(
-                approvals=[APPROVALS.build(r) for r in rows], resume_claimed=claimed
-            )
+            waiting = [APPROVALS.build(r) for r in rows] + [
+                a for a in adopted if a.status == "pending"
+            ]
+            # A callback may have completed before this pause was stored: nothing new waits.
+            claimed = not waiting and claim_resume(tx, run_id, claimer or worker, lease_until, now)
+            return PauseOutcome(approvals=waiting, resume_claimed=claimed)
+
+        def adopt(tx: Tx, draft: ApprovalDraft, turn: int) -> Approval:
+            params = {
+                "id": draft.id,
+                "run_id": run_id,
+                "turn": turn,
+                "arguments": json_text(storable(draft.arguments)),
+                "payload_hash": draft.payload_hash,
+                "on_expiry": draft.on_expiry,
+                "expires_at": draft.expires_at,
+                "approvers": json_text(list(draft.approvers)),
+                "reason": draft.reason,
+                "now": now,
+            }
+            row = tx.one(ADOPT_CALLBACK, params)
+            if row is None:
+                raise StorageError(f"callback {draft.id} was not armed for this pause")
+            return APPROVALS.load(tx, row)
 
         return await self.database.run(body, WRITE)
 

@@ -397,6 +397,13 @@ class SQLiteDatabase:
     def _run_threaded(self, body: Callable[[Tx], T], mode: Mode, durable: bool = False) -> T:
         return _transact(self._thread_connection(), body, mode, durable)
 
+    def run_blocking(self, body: Callable[[Tx], T], mode: Mode) -> T:
+        """Run ``body`` and wait for its commit without awaiting: for code on the event loop's
+        thread that cannot await (a sync call inside an async tool). Rare by design: it
+        blocks the loop for one transaction."""
+        executor = self._writer if mode is Mode.WRITE else self._readers
+        return executor.submit(self._run_threaded, body, mode).result()
+
     def _checkpoint_soon(self) -> None:
         """Copy the WAL back into the database on the checkpoint thread (the loop never
         fsyncs for it, and neither the writer thread: a durable commit never waits behind it).

@@ -112,13 +112,14 @@ CANCEL_PENDING_APPROVALS = (
     "WHERE run_id = :run_id AND status = 'pending'"
 )
 # A run that ended failed or cancelled runs none of its calls any more: an approved call
-# not yet started, or one still waiting, is cancelled, not left "approved" for ever. The
+# not yet started, or one still waiting (a callback armed, a retry due), is cancelled, not
+# left "approved" for ever. The
 # reason goes to ``result`` (as for every cancelled approved call): ``reason`` keeps the
 # approver's words.
 CANCEL_UNFINISHED_APPROVALS = (
     "UPDATE approvals SET status = 'cancelled', result = :reason, "
     "decided_at = COALESCE(decided_at, :now) "
-    "WHERE run_id = :run_id AND status IN ('pending', 'approved') RETURNING id"
+    "WHERE run_id = :run_id AND status IN ('pending', 'approved', 'armed', 'due') RETURNING id"
 )
 
 APPROVAL_BY_ID = f"SELECT {APPROVALS.columns} FROM approvals WHERE id = :id"
@@ -135,16 +136,19 @@ INSERT_APPROVER = (
 )
 DECIDE = (
     "UPDATE approvals SET status = :status, decided_by = :actor, decided_at = :now, "
-    "reason = :reason WHERE id = :id AND status = 'pending' AND expires_at > :now "
+    "reason = :reason WHERE id = :id AND kind = 'approval' AND status = 'pending' "
+    "AND expires_at > :now "
     f"RETURNING {APPROVALS.columns}"
 )
 EXPIRE = (
     "UPDATE approvals SET status = 'expired', decided_at = :now "
-    "WHERE id = :id AND status = 'pending' AND expires_at <= :now "
+    "WHERE id = :id AND status = 'pending' AND kind != 'retry' AND expires_at <= :now "
     f"RETURNING {APPROVALS.columns}"
 )
+# Retries do not expire: they come due (storage.pauses).
 DUE_APPROVALS = (
-    "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= :now "
+    "SELECT id FROM approvals WHERE status = 'pending' AND kind != 'retry' "
+    "AND expires_at <= :now "
     "ORDER BY expires_at LIMIT :limit"
 )
 # An approved call starts only before its approval expires, and (fenced) only for the drive
@@ -300,9 +304,13 @@ def run_busy(tx: Tx, conversation_key: str) -> RunBusy:
 
 
 def approver_rows(approvals: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """``approval_approvers`` rows: one per named approver, or ``*`` when anyone may decide."""
+    """``approval_approvers`` rows: one per named approver, or ``*`` when anyone may decide.
+
+    None for a wait on a system or a time (a callback, a retry): nobody decides those.
+    """
     return [
         {"approver": approver, "approval_id": approval["id"]}
         for approval in approvals
+        if approval.get("kind", "approval") in ("approval", "question")
         for approver in (approval["approvers"] or [ANYONE])
     ]
