@@ -46,8 +46,14 @@ TOP_LEVEL_KEYS = {
     "shutdown_grace",
     "metrics_port",
     "policies",
+    "ask_user",
+    "public_url",
+    "max_retry_wait",
 }
 POLICY_KEYS = {"approval", "approvers", "allow_self_approval", "ttl", "on_expiry"}
+# The built-in ask_user tool's section: who may answer, how long a question stays open.
+ASK_USER = "ask_user"
+ASK_USER_KEYS = {"answerers", "ttl", "on_expiry"}
 
 
 class ConfigError(Exception):
@@ -86,7 +92,24 @@ class Config:
     # main port beside /slack/events.
     metrics_port: int | None = None
     policies: dict[str, Policy] = field(default_factory=dict)
+    # The built-in ask_user tool (bot.pauses): on unless ``ask_user = false``.
+    ask_user: bool = True
+    # [policies.ask_user]: answerers (default: the requester), ttl (default approval_ttl)
+    # and on_expiry.
+    ask_user_policy: Policy | None = None
+    # Base of callback URLs (``callback_url()``); default http://HOST:PORT of ``serve``.
+    public_url: str | None = None
+    # The latest a RetryAt may ask for; later times are refused with a tool error.
+    max_retry_wait: timedelta = timedelta(days=1)
     source: str = "(defaults)"
+
+    def question_policy(self) -> Policy:
+        """Who may answer ask_user's questions (no answerers: the requester), for how long."""
+        return self.ask_user_policy or Policy(ttl=self.approval_ttl)
+
+    def wait_policy(self, tool_name: str) -> Policy:
+        """A tool's ttl and on_expiry, for its waits on callbacks (whether or not it is gated)."""
+        return self.policies.get(tool_name) or Policy(ttl=self.approval_ttl)
 
     def policy_for(self, tool_name: str) -> Policy | None:
         """The tool's policy when it requires approval; None when the tool just runs."""
@@ -135,7 +158,22 @@ def load_config(
         except ValueError as exc:
             raise ConfigError(f"DATABASE_URL: {exc}") from exc
         config.database_url = env["DATABASE_URL"]
+    if env.get("APPROVAL_BOT_PUBLIC_URL"):
+        try:
+            config.public_url = check_public_url(env["APPROVAL_BOT_PUBLIC_URL"])
+        except ConfigError as exc:
+            raise ConfigError(f"APPROVAL_BOT_PUBLIC_URL: {exc}") from exc
     return config
+
+
+def check_public_url(value: Any) -> str:
+    """An http(s) base URL, without a trailing slash."""
+    if not isinstance(value, str) or not re.match(r"^https?://[^\s/]+(/\S*)?$", value.strip()):
+        raise ConfigError(
+            f"{value!r} is not an http(s) URL like https://bot.example.com (where the "
+            "outside world reaches this bot's port)"
+        )
+    return value.strip().rstrip("/")
 
 
 def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None = None) -> Config:
@@ -177,8 +215,46 @@ def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ConfigError(f"tools: two tools are named {duplicates[0]!r}")
-    config.policies = _policies(data.get("policies", {}), config.approval_ttl, set(names))
+    if "max_retry_wait" in data:
+        config.max_retry_wait = parse_duration(data["max_retry_wait"], "max_retry_wait")
+    ask_user = data.get("ask_user", True)
+    if not isinstance(ask_user, bool):
+        raise ConfigError("ask_user: must be true or false")
+    config.ask_user = ask_user
+    if "public_url" in data:
+        try:
+            config.public_url = check_public_url(data["public_url"])
+        except ConfigError as exc:
+            raise ConfigError(f"public_url: {exc}") from exc
+    policies = dict(data.get("policies", {})) if isinstance(data.get("policies"), dict) else None
+    if policies is not None and ASK_USER in policies and ASK_USER not in names:
+        config.ask_user_policy = _ask_user_policy(policies.pop(ASK_USER), config.approval_ttl)
+    config.policies = _policies(
+        data.get("policies", {}) if policies is None else policies,
+        config.approval_ttl,
+        set(names),
+    )
     return config
+
+
+def _ask_user_policy(section: Any, default_ttl: timedelta) -> Policy:
+    key = f"policies.{ASK_USER}"
+    if not isinstance(section, dict):
+        raise ConfigError(f"{key}: must be a table")
+    unknown = sorted(set(section) - ASK_USER_KEYS)
+    if unknown:
+        known = ", ".join(sorted(ASK_USER_KEYS))
+        raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {known})")
+    answerers = section.get("answerers", [])
+    if not isinstance(answerers, list) or not all(
+        isinstance(a, str) and a.strip() for a in answerers
+    ):
+        raise ConfigError(f"{key}.answerers: must be a list of Slack user or user-group ids")
+    on_expiry = section.get("on_expiry", "deny")
+    if on_expiry not in ON_EXPIRY_CHOICES:
+        raise ConfigError(f'{key}.on_expiry: {on_expiry!r} must be "deny" or "cancel"')
+    ttl = parse_duration(section["ttl"], f"{key}.ttl") if "ttl" in section else default_ttl
+    return Policy(approvers=[a.strip() for a in answerers], ttl=ttl, on_expiry=on_expiry)
 
 
 def _count(data: dict[str, Any], key: str, default: int) -> int:
