@@ -30,20 +30,29 @@ import dataclasses
 import inspect
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import llm
 
 from bot.failpoints import failpoint
 from bot.ids import new_approval_id
+from bot.pauses import (
+    AskUser,
+    CallContext,
+    Pause,
+    RetryAt,
+    WaitForCallback,
+    current_call,
+)
 from bot.policy import Policy
 from bot.tools import tool_definition
 from storage.repository import (
     ApprovalDraft,
+    ArmedCallback,
     LeaseLost,
     Repository,
     canonical_json,
@@ -52,7 +61,8 @@ from storage.repository import (
 
 
 class ApprovalRequired(llm.PauseChain):
-    """Raised by the gate: this call waits for a human."""
+    """Raised by the gate: this call waits (for a human's decision or answer, another
+    system's callback, or a time); its row is in ``TurnContext.drafts``."""
 
 
 class GateFailure(llm.PauseChain):
@@ -89,6 +99,14 @@ class TurnContext:
     still_pending: list[str] = field(default_factory=list)
     failures: list[GateFailure] = field(default_factory=list)
     lease_lost: bool = False
+    # The run's turn while this drive runs: a pause stores its rows under the next one.
+    turn_number: int = 0
+    # For the other pauses (bot.pauses): the base of callback URLs, ask_user's policy, the
+    # longest RetryAt wait, and each tool's ttl and on_expiry for its waits.
+    base_url: str = ""
+    question_policy: Policy = field(default_factory=Policy)
+    max_retry_wait: timedelta = timedelta(days=1)
+    wait_policy: Callable[[str], Policy] = lambda _name: Policy()
 
     def take_approval(self, tool_call: llm.ToolCall) -> Any | None:
         """The approval requested for this call, at most once per drive."""
@@ -177,10 +195,34 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
         if turn.lease_lost:
             raise HandedOver(f"run {turn.run_id}: lease lost")
         approval = turn.take_approval(llm_tool_call)
+        if approval is not None and approval.kind != "approval":
+            try:
+                return await _answer_pause(turn, tool, definition, llm_tool_call, approval)
+            except (ApprovalRequired, HandedOver):
+                raise
+            except LeaseLost:
+                turn.lease_lost = True
+                raise HandedOver(f"run {turn.run_id}: lease lost") from None
+            except ToolRaised as raised:
+                raise raised.original from None
+            except Exception as exc:
+                raise _fail(turn, exc) from exc
         if approval is None:
             if policy is None:
                 # Sync tools run in a worker thread, off the event loop (Slack acks).
-                return await call_tool(tool, llm_tool_call)
+                try:
+                    return await _pausable(
+                        turn, tool, definition, llm_tool_call, call_tool, paid_for=None
+                    )
+                except (ApprovalRequired, HandedOver):
+                    raise
+                except ToolRaised as raised:
+                    raise raised.original from None
+                except LeaseLost:
+                    turn.lease_lost = True
+                    raise HandedOver(f"run {turn.run_id}: lease lost") from None
+                except Exception as exc:
+                    raise _fail(turn, exc) from exc
             if too_deep(llm_tool_call.arguments, MAX_ARGUMENT_DEPTH):
                 # Hashing, storing and showing the arguments all walk them recursively.
                 return (
@@ -290,7 +332,10 @@ async def _answer(
 
 
 def decision_text(approval: Any) -> str:
-    """The tool result for a call whose approval is settled (never runs it)."""
+    """The tool result for a call whose approval (or other pause) is settled (never runs it)."""
+    kind = getattr(approval, "kind", "approval")
+    if kind != "approval" and approval.status != "executed":
+        return _pause_text(approval)
     match approval.status:
         case "executed":
             # Already ran (the run was taken over after the result was recorded): same answer.
@@ -304,6 +349,26 @@ def decision_text(approval: Any) -> str:
         case "cancelled":
             return f"Cancelled: {approval.result or approval.reason}. The call was not run."
     return unknown_text(approval.tool_name)
+
+
+def _pause_text(row: Any) -> str:
+    """The result of a settled question, callback or retry."""
+    when = row.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+    match row.kind, row.status:
+        case "question", "answered":
+            return row.result or ""
+        case "question", "expired":
+            return f"No answer came: the question expired at {when} unanswered."
+        case "callback", "completed":
+            return row.result or ""
+        case "callback", "expired":
+            return (
+                f"No callback came for {row.reason or row.tool_name} before {when}: its "
+                "outcome is unknown. The call was not run again."
+            )
+        case _, "cancelled":
+            return f"Cancelled: {row.result or row.reason}. The call was not run again."
+    return f"Outcome unknown: this {row.kind} is {row.status}."
 
 
 def unknown_text(tool_name: str) -> str:
@@ -331,6 +396,11 @@ async def answer_unconfigured(turn: TurnContext, tool_call: llm.ToolCall, approv
     name = tool_call.name
     if approval is None:
         return f"Error: the tool {name} is not configured; the call was not run."
+    if approval.kind == "retry" and approval.status == "due":
+        reason = f"the tool {name} is no longer configured"
+        if await turn.repo.cancel_retry(approval.id, reason=reason, now=turn.clock()):
+            return f"Cancelled: {reason}; the call was not run again."
+        approval = await turn.repo.get_approval(approval.id) or approval
     if approval.status in ("pending", "approved"):
         reason = f"the tool {name} is no longer configured"
         if await turn.repo.cancel_unrunnable(approval.id, reason=reason, now=turn.clock()):
@@ -363,16 +433,272 @@ async def _execute(
     now = turn.clock()
     if not await turn.repo.begin_execution(approval.id, now=now, owner=turn.owner):
         return await _not_started(turn, approval, now)
+    return await _run_recorded(turn, tool, definition, tool_call, approval)
+
+
+async def _run_recorded(
+    turn: TurnContext,
+    tool: llm.Tool,
+    definition: dict[str, Any],
+    tool_call: llm.ToolCall,
+    row: Any,
+) -> Any:
+    """Run a call whose start is recorded (``executing``), and record how it ended.
+
+    A pause the tool raises ends this execution (recorded, so it never runs again as this
+    execution) and becomes the call's next row: an approved call that raises ``RetryAt``
+    runs again at that time on the same approval, once per retry; it is never run again
+    once it has returned.
+    """
     failpoint("execution_started")
+    call = _call_context(turn, tool, tool_call)
+    token = current_call.set(call)
     try:
         result = await call_approved_tool(tool, tool_call)
+    except Pause as pause:
+        current_call.reset(token)
+        refusal = await _refusal(turn, call, pause)
+        text = refusal or f"Paused: {pause}"
+        await _record(turn, row, text, failed=False)
+        if refusal is not None:
+            return refusal
+        _pause_call(turn, tool, definition, tool_call, call, pause)
     except Exception as exc:
-        await _record(turn, approval, f"Error: {exc}", failed=True)
+        current_call.reset(token)
+        await _disarm(turn, call, f"the tool raised {type(exc).__name__}")
+        await _record(turn, row, f"Error: {exc}", failed=True)
         raise ToolRaised(exc) from exc
+    else:
+        current_call.reset(token)
+    await _disarm(turn, call, "the tool returned without waiting for its callback")
     output = result.output if isinstance(result, llm.ToolOutput) else result
     text = output if isinstance(output, str) else json.dumps(output, default=repr)
-    await _record(turn, approval, text, failed=False)
+    await _record(turn, row, text, failed=False)
     return result
+
+
+# -- the other pauses (bot.pauses) ---------------------------------------------------------
+
+
+async def _pausable(
+    turn: TurnContext,
+    tool: llm.Tool,
+    definition: dict[str, Any],
+    tool_call: llm.ToolCall,
+    run: Callable[[llm.Tool, llm.ToolCall], Awaitable[Any]],
+    *,
+    paid_for: Any | None,
+) -> Any:
+    """Run an ungated call; a pause it raises becomes the call's row (drafted for the
+    pause that follows). The tool's own errors go back to llm as they always did."""
+    call = _call_context(turn, tool, tool_call)
+    token = current_call.set(call)
+    try:
+        result = await run(tool, tool_call)
+    except Pause as pause:
+        current_call.reset(token)
+        refusal = await _refusal(turn, call, pause)
+        if refusal is not None:
+            return refusal
+        _pause_call(turn, tool, definition, tool_call, call, pause)
+    except Exception as exc:
+        current_call.reset(token)
+        await _disarm(turn, call, f"the tool raised {type(exc).__name__}")
+        raise ToolRaised(exc) from exc
+    else:
+        current_call.reset(token)
+    await _disarm(turn, call, "the tool returned without waiting for its callback")
+    return result
+
+
+def _call_context(turn: TurnContext, tool: llm.Tool, tool_call: llm.ToolCall) -> CallContext:
+    """What ``callback_url()`` needs to store a token for this call."""
+    policy = turn.wait_policy(tool.name)
+
+    def armed(digest: str) -> ArmedCallback:
+        return ArmedCallback(
+            id=new_approval_id(),
+            run_id=turn.run_id,
+            turn=turn.turn_number + 1,  # the pause that follows stores its rows there
+            tool_call_id=tool_call.tool_call_id or "",
+            tool_name=tool.name,
+            arguments=dict(tool_call.arguments),
+            token_hash=digest,
+            expires_at=turn.clock() + policy.ttl,
+        )
+
+    async def arm(digest: str) -> str:
+        callback = armed(digest)
+        await turn.repo.arm_callback(callback, owner=turn.owner or "", now=turn.clock())
+        return callback.id
+
+    def arm_here(digest: str) -> str:
+        callback = armed(digest)
+        turn.repo.arm_callback_blocking(callback, owner=turn.owner or "", now=turn.clock())
+        return callback.id
+
+    return CallContext(
+        tool_name=tool.name,
+        tool_call=tool_call,
+        arm=arm,
+        arm_here=arm_here,
+        loop=asyncio.get_running_loop(),
+        base_url=turn.base_url,
+    )
+
+
+async def _disarm(turn: TurnContext, call: CallContext, reason: str) -> None:
+    if call.armed_id is not None:
+        await turn.repo.disarm_callback(call.armed_id, reason=reason, now=turn.clock())
+
+
+MAX_QUESTION_LENGTH = 2000
+MAX_CHOICES = 50
+MAX_CHOICE_LENGTH = 75  # a Slack button's text
+
+
+async def _refusal(turn: TurnContext, call: CallContext, pause: Pause) -> str | None:
+    """The error result for a pause that cannot be taken as asked (the run does not pause),
+    or None. A callback armed for a call that does not wait for it is void."""
+    if not isinstance(pause, WaitForCallback):
+        await _disarm(turn, call, f"the tool raised {type(pause).__name__}, not WaitForCallback")
+    if isinstance(pause, RetryAt):
+        when = pause.when
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            return (
+                "Error: RetryAt needs a timezone-aware datetime (like "
+                "datetime.now(UTC) + timedelta(minutes=5)); the call was not retried."
+            )
+        wait = when.astimezone(UTC).replace(tzinfo=None) - turn.clock()
+        if wait > turn.max_retry_wait:
+            return (
+                f"Error: the tool asked to retry at {when.isoformat()}, more than "
+                f"max_retry_wait ({turn.max_retry_wait}) from now; the call was not retried."
+            )
+    if isinstance(pause, AskUser):
+        question, choices = pause.question, pause.choices
+        if not isinstance(question, str) or not question.strip():
+            return "Error: ask_user needs a question; nothing was asked."
+        if len(question) > MAX_QUESTION_LENGTH:
+            return f"Error: the question is longer than {MAX_QUESTION_LENGTH} characters."
+        if choices is not None and (
+            not isinstance(choices, list)
+            or len(choices) > MAX_CHOICES
+            or not all(isinstance(c, str) and c.strip() for c in choices)
+            or any(len(c) > MAX_CHOICE_LENGTH for c in choices)
+            or len(set(choices)) != len(choices)
+        ):
+            return (
+                f"Error: choices must be up to {MAX_CHOICES} different, non-empty strings of "
+                f"at most {MAX_CHOICE_LENGTH} characters; nothing was asked."
+            )
+    return None
+
+
+def _pause_call(
+    turn: TurnContext,
+    tool: llm.Tool,
+    definition: dict[str, Any],
+    tool_call: llm.ToolCall,
+    call: CallContext,
+    pause: Pause,
+) -> None:
+    """Draft this call's row for the pause and raise it (the checks of ``_refusal`` passed)."""
+    now = turn.clock()
+    arguments = dict(tool_call.arguments)
+    common: dict[str, Any] = {
+        "id": new_approval_id(),
+        "tool_call_id": tool_call.tool_call_id or "",
+        "tool_name": tool.name,
+        "arguments": arguments,
+        "payload_hash": payload_hash(tool.name, arguments, definition),
+        "approvers": [],
+        "allow_self_approval": False,
+    }
+    if isinstance(pause, WaitForCallback):
+        policy = turn.wait_policy(tool.name)
+        draft = ApprovalDraft(
+            **{**common, "id": call.armed_id or common["id"]},
+            on_expiry=policy.on_expiry,
+            expires_at=now + (pause.timeout or policy.ttl),
+            kind="callback",
+            reason=pause.description,
+            adopt=call.armed_id is not None,
+        )
+    elif isinstance(pause, RetryAt):
+        due = max(pause.when.astimezone(UTC).replace(tzinfo=None), now)
+        draft = ApprovalDraft(
+            **common,
+            on_expiry="deny",
+            expires_at=due,
+            kind="retry",
+            due_at=due,
+            reason=pause.reason,
+        )
+    elif isinstance(pause, AskUser):
+        policy = turn.question_policy
+        choices = pause.choices or None
+        draft = ApprovalDraft(
+            **{
+                **common,
+                "arguments": {"question": pause.question, "choices": choices},
+                "approvers": list(policy.approvers) or [turn.requester],
+                "allow_self_approval": True,
+            },
+            on_expiry=policy.on_expiry,
+            expires_at=now + policy.ttl,
+            kind="question",
+        )
+    else:
+        raise RuntimeError(f"{tool.name} raised an unknown kind of pause: {pause!r}")
+    turn.drafts.append(draft)
+    raise ApprovalRequired(str(pause))
+
+
+async def _answer_pause(
+    turn: TurnContext,
+    tool: llm.Tool,
+    definition: dict[str, Any],
+    tool_call: llm.ToolCall,
+    row: Any,
+) -> Any:
+    """The result of a call that paused for a question, a callback or a retry."""
+    if row.tool_name != tool.name:
+        raise RuntimeError(f"{row.kind} {row.id} is for {row.tool_name}, not for this call")
+    if row.status == "pending":
+        turn.still_pending.append(row.id)
+        raise ApprovalRequired(f"{tool.name} still waits")
+    if row.kind == "retry" and row.status == "due":
+        return await _retry(turn, tool, definition, tool_call, row)
+    if row.status == "executing":
+        return await _outcome_unknown(turn, row)
+    return decision_text(row)
+
+
+async def _retry(
+    turn: TurnContext,
+    tool: llm.Tool,
+    definition: dict[str, Any],
+    tool_call: llm.ToolCall,
+    row: Any,
+) -> Any:
+    """Run a call again at its retry time: the same call (checked by hash), at most once."""
+    arguments = dict(tool_call.arguments)
+    if payload_hash(tool.name, arguments, definition) != row.payload_hash:
+        reason = (
+            f"the {tool.name} tool's definition or the call's arguments changed since the "
+            "retry was scheduled"
+        )
+        await turn.repo.cancel_retry(row.id, reason=reason, now=turn.clock())
+        return f"Cancelled: {reason}. The call was not run again."
+    if not await turn.repo.begin_retry(row.id, owner=turn.owner or "", now=turn.clock()):
+        current = await turn.repo.get_approval(row.id)
+        if current is not None and current.status == "due":
+            raise LeaseLost(turn.run_id)  # another drive holds the run: it answers
+        if current is not None and current.status == "executing":
+            return await _outcome_unknown(turn, current)
+        return decision_text(current or row)
+    return await _run_recorded(turn, tool, definition, tool_call, row)
 
 
 async def _record(turn: TurnContext, approval: Any, text: str, *, failed: bool) -> None:
