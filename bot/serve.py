@@ -2,7 +2,9 @@
 
 Start-up order matters: configuration (already checked), the listening port (bound first, so
 a port in use fails before anything else happens), the database (migrated before any request
-is accepted), the runner, then Slack. The sweeper runs beside it in every replica.
+is accepted), the runner, then Slack. The sweeper runs beside it in every replica, and so
+does the ~1 s check for due retries (``bot.retry_timer``); ``POST /callbacks/{token}``
+(``bot.callback_route``) shares the port with ``/slack/events``.
 
 Shutdown (SIGTERM from a rolling deploy, or Ctrl-C) runs the other way round, within
 ``shutdown_grace`` counted from the signal: stop taking new work (close the port or the
@@ -22,21 +24,25 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from bot.callback_route import RedactingAccessLogger, add_callback_route
 from bot.config import Config, ConfigError
 from bot.endpoints import add_operational_routes, serving_operations
 from bot.metrics import count_database_errors
+from bot.retry_timer import run_retry_timer
 from bot.runner import Runner
 from handlers.app import build_app, build_web_app
+from handlers.decisions import after_expiry, resume_and_publish
 from handlers.instrument import observe_request
 from handlers.services import Services, SlackSettings
 from handlers.sweeper import run_sweeper
-from storage.repository import DatabaseUnavailable, Repository
+from storage.repository import CallbackOutcome, DatabaseUnavailable, Repository
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +72,7 @@ class Bot:
     app: object
     web_app: web.Application
     sweeper: asyncio.Task[None] | None = None
+    retry_timer: asyncio.Task[None] | None = None
     stop_sweeping: asyncio.Event = field(default_factory=asyncio.Event)
     report: ShutdownReport | None = None
 
@@ -92,6 +99,9 @@ class Bot:
             self.sweeper.cancel()
             report.cancelled.append("sweeper")
             await asyncio.gather(self.sweeper, return_exceptions=True)
+        if self.retry_timer is not None and not self.retry_timer.done():
+            self.retry_timer.cancel()
+            await asyncio.gather(self.retry_timer, return_exceptions=True)
         if len(background):
             report.cancelled += await background.cancel_all()
         if report.cancelled:
@@ -150,9 +160,22 @@ async def started_bot(
     bot = Bot(services=services, app=app, web_app=build_web_app(app, services, settings))
     if config.metrics_port is None:
         add_operational_routes(bot.web_app, repo, bot.stop_sweeping.is_set)
+
+    def spawn(coroutine: Coroutine[Any, Any, Any], name: str) -> None:
+        services.background.spawn(coroutine, name=name)
+
+    async def resume(run_id: str) -> None:
+        await resume_and_publish(services, run_id)
+
+    add_callback_route(
+        bot.web_app, runner, after=lambda outcome: after_callback(services, outcome), spawn=spawn
+    )
     if sweep:
         interval = config.sweep_interval.total_seconds()
         bot.sweeper = asyncio.create_task(run_sweeper(services, interval, bot.stop_sweeping))
+        bot.retry_timer = asyncio.create_task(
+            run_retry_timer(runner, resume, spawn, bot.stop_sweeping)
+        )
     try:
         yield bot
     finally:
@@ -160,6 +183,18 @@ async def started_bot(
         await session.close()
         if owns_repo:
             await repo.close()
+
+
+async def after_callback(services: Services, outcome: CallbackOutcome) -> None:
+    """A callback completed a wait (resume its run) or found it expired (move the run on
+    per ``on_expiry``); its notice in the thread is edited either way."""
+    if outcome.expiry is not None:
+        await after_expiry(services, outcome.expiry)
+        return
+    assert outcome.approval is not None
+    await services.publisher.refresh_card(outcome.approval.id)
+    if outcome.resume_claimed:
+        await resume_and_publish(services, outcome.approval.run_id)
 
 
 def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
@@ -185,6 +220,9 @@ def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
         if sock is not None:
             sock.close()
         return EXIT_USAGE
+    if config.public_url is None:
+        # Where callbacks reach this process unless public_url says otherwise.
+        config.public_url = f"http://{host or 'localhost'}:{port}"
     with asyncio.Runner() as loop:
         try:
             report = loop.run(_serve(config, settings, sock=sock, metrics_sock=metrics_sock))
@@ -268,7 +306,9 @@ async def _serve(
             log.info("stopping: no new events; finishing work in flight")
             await handler.close_async()
         else:
-            runner = web.AppRunner(bot.web_app, shutdown_timeout=grace)
+            runner = web.AppRunner(
+                bot.web_app, shutdown_timeout=grace, access_log_class=RedactingAccessLogger
+            )
             await runner.setup()
             site = web.SockSite(runner, sock)
             await site.start()

@@ -1,0 +1,181 @@
+"""POST /callbacks/{token} and the due-retry timer against the real bot (bolt app, handlers,
+runner, storage) over HTTP, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.callback_route import MAX_CALLBACK_BODY
+from bot.retry_timer import run_retry_timer
+from handlers.decisions import resume_and_publish
+from storage.models import Approval
+from storage.repository import Repository
+from tests import pause_tools
+from tests.conftest import BASE_CONFIG, make_config
+from tests.slack_harness import Harness, running_bot
+from tests.test_engine import calls, executed
+
+NO_HANG = 30.0
+
+
+@pytest.fixture(autouse=True)
+def _pipeline() -> Iterator[None]:
+    pause_tools.reset()
+    yield
+    pause_tools.reset()
+
+
+@pytest.fixture
+async def harness(repo: Repository) -> AsyncIterator[Harness]:
+    config = make_config(
+        tools=[
+            *BASE_CONFIG["tools"],
+            "tests.pause_tools:start_deploy",
+            "tests.pause_tools:start_deploy_async",
+            "tests.pause_tools:rate_limited",
+        ],
+        policies={
+            **BASE_CONFIG["policies"],
+            "start_deploy_async": {"approval": "never", "ttl": "1s"},
+        },
+    )
+    async with running_bot(config, repo) as h:
+        yield h
+
+
+def callback_url_on(h: Harness, url: str) -> str:
+    """The URL the tool handed out, on the port the test bot listens on."""
+    token = url.rsplit("/", 1)[1]
+    return h.server.bot_url.replace("/slack/events", f"/callbacks/{token}")
+
+
+async def post(url: str, body: bytes | str, content_type: str = "application/json") -> int:
+    headers = {"Content-Type": content_type}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=body, headers=headers) as r,
+    ):
+        return r.status
+
+
+async def only_wait(repo: Repository) -> Approval:
+    (wait,) = await repo.pending_waits()
+    return wait
+
+
+async def run_status(repo: Repository, run_id: str) -> str:
+    run = await repo.get_run(run_id)
+    assert run is not None
+    return run.status
+
+
+async def test_the_first_post_resumes_once_with_its_body_and_replays_change_nothing(
+    harness: Harness,
+) -> None:
+    h = harness
+    reply = await h.mention("U0REQUESTER", calls(("start_deploy", {"service": "shop"})))
+    wait = await only_wait(h.repo)
+    assert wait.kind == "callback" and await run_status(h.repo, wait.run_id) == "paused"
+    (handed_out,) = pause_tools.PIPELINE
+    assert handed_out.startswith("http://127.0.0.1:8080/callbacks/")  # default public_url
+    url = callback_url_on(h, handed_out)
+
+    assert await post(url + "x" * 200, "{}") == 404, "not even a token"
+    assert await post(url[:-4] + "AAAA", "{}") == 404, "unknown token"
+    assert await post(url, "x" * (MAX_CALLBACK_BODY + 1), "text/plain") == 413
+    assert await post(url, "{not json") == 400
+    assert (await h.repo.get_approval(wait.id)).status == "pending"  # type: ignore[union-attr]
+
+    assert await post(url, '{"status": "deployed"}') == 202
+    await h.settle()
+    assert await run_status(h.repo, wait.run_id) == "completed"
+    answer = h.thread_of(reply)[-1].text
+    assert "start_deploy={&quot;status&quot;: &quot;deployed&quot;}" in answer or (
+        'start_deploy={"status": "deployed"}' in answer
+    )
+    assert await post(url, '{"status": "again"}') == 410
+    await h.settle()
+    stored = await h.repo.get_approval(wait.id)
+    assert stored is not None and stored.result == '{"status": "deployed"}'
+    assert len(executed("start_deploy")) == 1
+    events = [e.event for e in await h.repo.audit_trail(run_id=wait.run_id)]
+    assert events.count("run_resumed") == 1
+
+
+async def test_a_post_after_the_timeout_answers_410_and_the_run_moves_on(
+    harness: Harness,
+) -> None:
+    h = harness
+    await h.mention("U0REQUESTER", calls(("start_deploy_async", {"service": "shop"})))
+    wait = await only_wait(h.repo)
+    await asyncio.sleep(1.2)  # the tool's ttl is 1 s
+    assert await post(callback_url_on(h, pause_tools.PIPELINE[0]), "late", "text/plain") == 410
+    await h.settle()
+    stored = await h.repo.get_approval(wait.id)
+    assert stored is not None and stored.status == "expired" and stored.result is None
+    assert await run_status(h.repo, wait.run_id) == "completed"
+    assert len(executed("start_deploy_async")) == 1
+
+
+async def test_a_post_before_the_pause_is_stored_resumes_the_run_once(harness: Harness) -> None:
+    h = harness
+    statuses: list[int] = []
+
+    def pipeline_posts_at_once(url: str) -> None:
+        # From the tool's worker thread, before the tool raises WaitForCallback.
+        request = urllib.request.Request(
+            callback_url_on(h, url), data=b"deployed at once", method="POST"
+        )
+        request.add_header("Content-Type", "text/plain")
+        try:
+            with urllib.request.urlopen(request, timeout=NO_HANG) as response:
+                statuses.append(response.status)
+        except urllib.error.HTTPError as error:
+            statuses.append(error.code)
+
+    pause_tools.ON_URL.append(pipeline_posts_at_once)
+    reply = await h.mention("U0REQUESTER", calls(("start_deploy", {"service": "shop"})))
+    assert statuses == [202]
+    assert "start_deploy=deployed at once" in h.thread_of(reply)[-1].text
+    assert await h.repo.pending_waits() == []
+    assert len(executed("start_deploy")) == 1
+
+
+async def test_a_retry_resumes_by_itself_at_its_time(harness: Harness) -> None:
+    h = harness
+    pause_tools.RETRY_IN[0] = timedelta(seconds=3)
+    runner, background = h.bot.services.runner, h.bot.services.background
+    stop = asyncio.Event()
+
+    def spawn(coroutine: Any, name: str) -> None:
+        background.spawn(coroutine, name=name)
+
+    async def resume(run_id: str) -> None:
+        await resume_and_publish(h.bot.services, run_id)
+
+    timer = asyncio.create_task(run_retry_timer(runner, resume, spawn, stop))
+    try:
+        reply = await h.mention("U0REQUESTER", calls(("rate_limited", {"service": "api"})))
+        retry = await only_wait(h.repo)
+        assert retry.kind == "retry" and len(executed("rate_limited")) == 1
+        async with asyncio.timeout(NO_HANG):
+            while await run_status(h.repo, retry.run_id) != "completed":
+                await asyncio.sleep(0.1)
+        await h.settle()
+    finally:
+        stop.set()
+        await timer
+    assert "rate_limited=api answered on attempt 2" in h.thread_of(reply)[-1].text
+    assert len(executed("rate_limited")) == 2
+    done = await h.repo.get_approval(retry.id)
+    assert done is not None and done.status == "executed"
+    assert done.decided_at is not None and retry.due_at is not None
+    assert done.decided_at >= retry.due_at, "not before its time"
