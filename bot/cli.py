@@ -19,11 +19,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
+from bot.cli_waits import add_waits_commands, waits_complete, waits_list
 from bot.clock import utcnow
 from bot.config import Config, ConfigError, load_config
 from bot.llm_setup import prepare_llm
 from bot.logs import LOG_FORMAT_ENV, LOG_FORMATS, log_format_from, process_logging
-from bot.runner import DecisionRefused, Request, Runner, RunOutcome, default_worker_id
+from bot.runner import (
+    DecisionRefused,
+    Request,
+    Runner,
+    RunOutcome,
+    default_worker_id,
+    describe_wait,
+)
 from storage.models import Approval, Run
 from storage.repository import DatabaseUnavailable, PendingFilter, Repository
 
@@ -39,6 +47,7 @@ COMMANDS_WITH_SUBCOMMANDS = {
     "db": "db_command",
     "approvals": "approvals_command",
     "runs": "runs_command",
+    "waits": "waits_command",
 }
 
 
@@ -161,8 +170,9 @@ def build_parser() -> _Parser:
         "--conversation", type=CONVERSATION_KEY, default=None, help="continue this conversation key"
     )
 
+    waits = add_waits_commands(commands, list_limit)
     _add_slack_commands(commands)
-    parser.subcommand_parsers = {"db": db, "approvals": approvals, "runs": runs}
+    parser.subcommand_parsers = {"db": db, "approvals": approvals, "runs": runs, "waits": waits}
     return parser
 
 
@@ -437,7 +447,10 @@ async def _runs_show(repo: Repository, config: Config, args: argparse.Namespace)
     if run.error:
         print(f"  error: {run.error}")
     for approval in approvals:
-        print(f"  approval {approval.id}: {approval.tool_name} {approval.status}")
+        line = f"  {approval.kind} {approval.id}: {approval.tool_name} {approval.status}"
+        if approval.kind != "approval" and approval.status == "pending":
+            line += f": {describe_wait(approval)}"  # what the run waits for, until when
+        print(line)
     for event in audit:
         print(f"  {event.at:%Y-%m-%d %H:%M:%S} {event.event} {event.actor or ''}".rstrip())
     return EXIT_OK
@@ -523,6 +536,10 @@ _COMMANDS = {
     ("runs", "cancel"): _runs_cancel,
     ("runs", "recover"): _runs_recover,
     ("ask", ""): _ask,
+    ("waits", "list"): waits_list,
+    ("waits", "complete"): lambda repo, config, args: waits_complete(
+        repo, config, args, worker_id=WORKER_ID
+    ),
 }
 
 
@@ -582,6 +599,8 @@ def approval_json(approval: Approval) -> dict[str, Any]:
         "decided_at": _iso(approval.decided_at),
         "reason": approval.reason,
         "result": approval.result,
+        "kind": approval.kind,
+        "due_at": _iso(approval.due_at),
     }
 
 

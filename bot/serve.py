@@ -222,7 +222,8 @@ def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
         return EXIT_USAGE
     if config.public_url is None:
         # Where callbacks reach this process unless public_url says otherwise.
-        config.public_url = f"http://{host or 'localhost'}:{port}"
+        reachable = socket.getfqdn() if host in ("", "0.0.0.0", "::") else host
+        config.public_url = f"http://{reachable}:{port}"
     with asyncio.Runner() as loop:
         try:
             report = loop.run(_serve(config, settings, sock=sock, metrics_sock=metrics_sock))

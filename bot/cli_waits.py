@@ -1,0 +1,115 @@
+"""``approval-bot waits``: the pauses that wait on a person, another system or a time.
+
+``waits list`` shows questions, callbacks and retries still waiting, and until when.
+``waits complete ID --body JSON`` completes a wait for a callback by hand (the other system
+lost its URL, or an operator knows the outcome): the body becomes the call's result exactly as
+a POST to its URL would, once, and the run carries on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from bot.config import Config
+from bot.runner import Runner, describe_wait
+from storage.models import Approval
+from storage.repository import Repository
+
+
+def add_waits_commands(commands: Any, list_limit: Any) -> argparse.ArgumentParser:
+    waits = commands.add_parser("waits", help="questions, callbacks and retries still waiting")
+    wait_commands = waits.add_subparsers(dest="waits_command", metavar="SUBCOMMAND")
+    listing = wait_commands.add_parser("list", help="waits, newest first, and until when")
+    listing.add_argument("--json", action="store_true", help="print them as a JSON list")
+    listing.add_argument("--limit", type=list_limit, default=100, help="at most this many (100)")
+    complete = wait_commands.add_parser(
+        "complete", help="complete a wait for a callback by hand, as its POST would"
+    )
+    complete.add_argument("wait_id", metavar="ID")
+    complete.add_argument(
+        "--body", required=True, type=json_body, metavar="JSON", help="the call's result"
+    )
+    return waits
+
+
+def json_body(text: str) -> str:
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc})") from None
+    return text
+
+
+def wait_json(wait: Approval) -> dict[str, Any]:
+    return {
+        "id": wait.id,
+        "kind": wait.kind,
+        "run_id": wait.run_id,
+        "tool": wait.tool_name,
+        "status": wait.status,
+        "waiting_for": describe_wait(wait),
+        "reason": wait.reason,
+        "arguments": wait.arguments,
+        "expires_at": _iso(wait.expires_at),
+        "due_at": _iso(wait.due_at),
+        "created_at": _iso(wait.created_at),
+    }
+
+
+async def waits_list(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    waits = await repo.pending_waits(limit=args.limit)
+    if args.json:
+        print(json.dumps([wait_json(w) for w in waits], indent=2))
+        return 0
+    if not waits:
+        print("Nothing is waiting.")
+        return 0
+    for wait in waits:
+        print(f"{wait.id}  {wait.kind}  run {wait.run_id}  {describe_wait(wait)}")
+    return 0
+
+
+async def waits_complete(
+    repo: Repository, config: Config, args: argparse.Namespace, *, worker_id: str
+) -> int:
+    from bot.cli import _print_outcome, _slack_services
+    from handlers.decisions import after_expiry, resume_and_publish
+
+    runner = Runner(repo, config, worker_id=worker_id)
+    wait = await repo.get_approval(args.wait_id)
+    if wait is None or wait.kind == "approval":
+        print(f"refused (not_found): there is no wait {args.wait_id}", file=sys.stderr)
+        return 1
+    if wait.kind != "callback":
+        how = "its answerers answer it in Slack" if wait.kind == "question" else "it runs by itself"
+        print(f"refused (not_a_callback): {wait.id} is a {wait.kind}: {how}", file=sys.stderr)
+        return 1
+    slack = _slack_services(repo, runner, config)
+    outcome = await runner.complete_callback(approval_id=wait.id, body=args.body)
+    if outcome.status != "completed":
+        current = outcome.approval or wait
+        print(f"refused (gone): {wait.id} is {current.status}", file=sys.stderr)
+        if outcome.expiry is not None and slack:
+            await after_expiry(slack, outcome.expiry)
+        elif outcome.expiry is not None and outcome.expiry.resume_claimed:
+            _print_outcome(await runner.resume(wait.run_id))
+        return 1
+    print(f"Completed {wait.id} ({wait.tool_name}).")
+    if slack:
+        await slack.publisher.refresh_card(wait.id)
+    if outcome.resume_claimed:
+        resumed = await (
+            resume_and_publish(slack, wait.run_id) if slack else runner.resume(wait.run_id)
+        )
+        if resumed is not None:
+            _print_outcome(resumed)
+    else:
+        print("The run waits for its other pauses.")
+    return 0
+
+
+def _iso(value: Any) -> str | None:
+    return f"{value.isoformat()}Z" if value is not None else None
