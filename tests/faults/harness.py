@@ -29,7 +29,7 @@ from playground.slack_server import Message, SlackServer
 from storage.db import Mode
 from storage.models import Approval
 from storage.repository import Repository
-from tests.faults.tools import LOG_ENV, SLOW_ENV
+from tests.faults.tools import LOG_ENV, PIPELINE_ENV, SLOW_ENV
 from tests.serve_process import ROOT, SECRET, ServedBot, free_port, wait_healthy
 
 T = TypeVar("T")
@@ -46,6 +46,7 @@ tools = [
     "tests.faults.tools:restart_service",
     "tests.faults.tools:slow_restart",
     "tests.faults.tools:scale_service",
+    "tests.faults.tools:start_deploy",
 ]
 run_lease = "{run_lease}"
 sweep_interval = "{sweep_interval}"
@@ -124,6 +125,7 @@ class Deployment:
         self.database_url = database_url
         self.workdir = workdir
         self.tool_log = workdir / "tool-executions.log"
+        self.pipeline = workdir / "callback-urls.txt"
         self.config = workdir / "fault-bot.toml"
         self.config.write_text(CONFIG.format(run_lease=run_lease, sweep_interval=sweep_interval))
         self.slow_tool_seconds = slow_tool_seconds
@@ -151,6 +153,7 @@ class Deployment:
             "LLM_LOAD_PLUGINS": "llm-echo",
             "PYTHONPATH": str(ROOT),
             LOG_ENV: str(self.tool_log),
+            PIPELINE_ENV: str(self.pipeline),
             SLOW_ENV: str(self.slow_tool_seconds),
         }
         env.pop("APPROVAL_BOT_FAILPOINT", None)
@@ -226,6 +229,12 @@ class Deployment:
             for e in self.tool_events()
             if e["tool"] == tool and e["service"] == service and e["event"] == event
         )
+
+    def callback_urls(self) -> list[str]:
+        """The callback URLs tools handed to "the pipeline", in order."""
+        if not self.pipeline.exists():
+            return []
+        return self.pipeline.read_text().split()
 
     # -- what the database says ------------------------------------------------------------
 

@@ -11,7 +11,11 @@ import json
 import os
 import time
 
+from bot.pauses import WaitForCallback, callback_url
+
 LOG_ENV = "FAULT_TOOL_LOG"
+# Where start_deploy hands its callback URL to "the pipeline" (the test reads it there).
+PIPELINE_ENV = "FAULT_PIPELINE_FILE"
 SLOW_ENV = "FAULT_SLOW_TOOL_SECONDS"
 
 
@@ -50,3 +54,16 @@ def slow_restart(service: str) -> str:
     time.sleep(float(os.environ.get(SLOW_ENV, "60")))
     record("finished", "slow_restart", service)
     return f"restarted {service} slowly"
+
+
+def start_deploy(service: str) -> str:
+    """Start a deploy of a service; its pipeline reports back when it is done."""
+    url = callback_url()
+    record("ran", "start_deploy", service)
+    fd = os.open(os.environ[PIPELINE_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (url + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    raise WaitForCallback(f"deploy of {service}", timeout="1h")
