@@ -208,3 +208,42 @@ async def test_an_operator_completes_a_wait_by_id(runner: Runner) -> None:
     resumed = await runner.resume(outcome.run_id)
     assert resumed.answer == 'Results: start_deploy={"ok": true}'
     assert (await runner.complete_callback(approval_id=wait.id, body="{}")).status == "gone"
+
+
+async def test_every_kind_of_pause_in_one_response_resumes_once_when_all_are_settled(
+    runner: Runner, repo: Repository
+) -> None:
+    outcome = await runner.start(
+        request(
+            calls(
+                ("get_status", {"service": "shop"}),
+                ("restart_service", {"service": "shop"}),
+                ("ask_user", {"question": "Which region?", "choices": ["eu", "us"]}),
+                ("start_deploy", {"service": "shop"}),
+            )
+        )
+    )
+    assert outcome.status == "paused"
+    kinds = {a.kind: a for a in outcome.new_approvals}
+    assert sorted(kinds) == ["approval", "callback", "question"]
+    assert executed("get_status") == [{"service": "shop"}]
+
+    answered = await runner.answer(kinds["question"].id, actor="U0REQUESTER", answer="eu")
+    assert not answered.resume_claimed, "the approval and the callback still wait"
+    called = await runner.complete_callback(token_of(pause_tools.PIPELINE[0]), "deployed")
+    assert called.status == "completed" and not called.resume_claimed
+    decided = await runner.decide(kinds["approval"].id, actor="U0APPROVER1", approve=True)
+    assert decided.resume_claimed
+    resumed = await runner.resume(outcome.run_id)
+    assert resumed.status == "completed"
+    assert tool_results_in(ScriptedModel.seen[-1]) == {
+        "get_status": "shop is healthy",
+        "restart_service": "restarted shop",
+        "ask_user": "eu",
+        "start_deploy": "deployed",
+    }
+    assert len(executed("get_status")) == 1
+    assert len(executed("restart_service")) == 1
+    assert len(executed("start_deploy")) == 1
+    run = await repo.get_run(outcome.run_id)
+    assert run is not None and run.status == "completed"
