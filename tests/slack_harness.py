@@ -65,8 +65,9 @@ def has_buttons(message: Message) -> bool:
 
 @contextlib.asynccontextmanager
 async def running_bot(
-    config: Config, repo: Repository, **server_options: Any
+    config: Config, repo: Repository, *, sweep: bool = False, **server_options: Any
 ) -> AsyncIterator[Harness]:
+    """``sweep``: run the bot's background loops (the sweeper, the due-retry check) too."""
     server = SlackServer(signing_secret=SECRET, **server_options)
     await server.start()
     settings = SlackSettings(
@@ -75,7 +76,7 @@ async def running_bot(
         app_token=server.app_token,
         api_url=server.api_url,
     )
-    async with started_bot(config, settings, repo=repo, sweep=False) as bot:
+    async with started_bot(config, settings, repo=repo, sweep=sweep) as bot:
         runner = web.AppRunner(bot.web_app)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -14,8 +14,6 @@ import aiohttp
 import pytest
 
 from bot.callback_route import MAX_CALLBACK_BODY
-from bot.retry_timer import run_retry_timer
-from handlers.decisions import resume_and_publish
 from storage.models import Approval
 from storage.repository import Repository
 from tests import pause_tools
@@ -149,33 +147,45 @@ async def test_a_post_before_the_pause_is_stored_resumes_the_run_once(harness: H
     assert len(executed("start_deploy")) == 1
 
 
-async def test_a_retry_resumes_by_itself_at_its_time(harness: Harness) -> None:
-    h = harness
+def retry_config() -> Any:
+    return make_config(
+        tools=[*BASE_CONFIG["tools"], "tests.pause_tools:rate_limited"],
+        policies=BASE_CONFIG["policies"],
+    )
+
+
+async def wait_until_completed(repo: Repository, run_id: str) -> None:
+    async with asyncio.timeout(NO_HANG):
+        while await run_status(repo, run_id) != "completed":
+            await asyncio.sleep(0.1)
+
+
+async def test_a_retry_resumes_by_itself_at_its_time(repo: Repository) -> None:
     pause_tools.RETRY_IN[0] = timedelta(seconds=3)
-    runner, background = h.bot.services.runner, h.bot.services.background
-    stop = asyncio.Event()
-
-    def spawn(coroutine: Any, name: str) -> None:
-        background.spawn(coroutine, name=name)
-
-    async def resume(run_id: str) -> None:
-        await resume_and_publish(h.bot.services, run_id)
-
-    timer = asyncio.create_task(run_retry_timer(runner, resume, spawn, stop))
-    try:
+    async with running_bot(retry_config(), repo, sweep=True) as h:
         reply = await h.mention("U0REQUESTER", calls(("rate_limited", {"service": "api"})))
         retry = await only_wait(h.repo)
         assert retry.kind == "retry" and len(executed("rate_limited")) == 1
-        async with asyncio.timeout(NO_HANG):
-            while await run_status(h.repo, retry.run_id) != "completed":
-                await asyncio.sleep(0.1)
+        await wait_until_completed(h.repo, retry.run_id)
         await h.settle()
-    finally:
-        stop.set()
-        await timer
-    assert "rate_limited=api answered on attempt 2" in h.thread_of(reply)[-1].text
-    assert len(executed("rate_limited")) == 2
-    done = await h.repo.get_approval(retry.id)
+        assert "rate_limited=api answered on attempt 2" in h.thread_of(reply)[-1].text
+    assert len(executed("rate_limited")) == 2, "two attempts, not more"
+    done = await repo.get_approval(retry.id)
     assert done is not None and done.status == "executed"
     assert done.decided_at is not None and retry.due_at is not None
     assert done.decided_at >= retry.due_at, "not before its time"
+
+
+async def test_a_retry_that_came_due_while_no_bot_ran_resumes_at_start_up(
+    repo: Repository,
+) -> None:
+    pause_tools.RETRY_IN[0] = timedelta(seconds=1)
+    async with running_bot(retry_config(), repo) as h:
+        await h.mention("U0REQUESTER", calls(("rate_limited", {"service": "api"})))
+        retry = await only_wait(h.repo)
+    await asyncio.sleep(1.5)  # due while no bot runs
+    assert await run_status(repo, retry.run_id) == "paused"
+    async with running_bot(retry_config(), repo, sweep=True) as h:
+        await wait_until_completed(h.repo, retry.run_id)
+        await h.settle()
+    assert len(executed("rate_limited")) == 2
