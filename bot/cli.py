@@ -309,7 +309,10 @@ async def _db_upgrade(repo: Repository, config: Config, args: argparse.Namespace
 async def _approvals_list(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     runner = Runner(repo, config, worker_id=WORKER_ID)
     approvals, total = await repo.list_pending(
-        PendingFilter(), now=runner.clock(), limit=args.limit
+        # Waits on systems and times are `waits list`'s: nobody decides them.
+        PendingFilter(kinds=("approval", "question")),
+        now=runner.clock(),
+        limit=args.limit,
     )
     if args.json:
         print(json.dumps([approval_json(a) for a in approvals], indent=2))

@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 __all__ = ["CallbackOutcome", "RunBusy"]
 
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8080"
+# What one answer to ask_user may hold (Slack's plain-text input allows 3000).
+MAX_ANSWER_LENGTH = 3000
 
 # Claimed resumes a runner keeps for ``resume`` (each is one run, as its claim read it): past
 # this, the oldest are dropped, and resuming those starts them from the database.
@@ -582,6 +584,10 @@ class Runner:
         choices = approval.arguments.get("choices") or []
         if not text:
             raise DecisionRefused("An answer cannot be empty.", approval)
+        if len(text) > MAX_ANSWER_LENGTH:
+            raise DecisionRefused(
+                f"An answer can be at most {MAX_ANSWER_LENGTH} characters long.", approval
+            )
         if choices and text not in choices:
             raise DecisionRefused(
                 "Answer with one of the choices: " + ", ".join(choices) + ".", approval
@@ -728,7 +734,8 @@ def describe_status(approval: Approval) -> str:
             deadline = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
             return f"This approval expired at {deadline} with no decision."
         case "cancelled":
-            return f"This approval was cancelled: {approval.reason or approval.result}."
+            noun = "approval" if approval.kind == "approval" else approval.kind
+            return f"This {noun} was cancelled: {approval.reason or approval.result}."
     return f"This approval is {approval.status}."
 
 

@@ -392,6 +392,11 @@ def pending_list_sql(
     if where.requester is not None:
         conditions.append("requester = :requester")
         params["requester"] = where.requester
+    if where.kinds is not None:
+        conditions.append(
+            "kind IN ({})".format(", ".join(f":kind_{i}" for i in range(len(where.kinds))))
+        )
+        params.update({f"kind_{i}": kind for i, kind in enumerate(where.kinds)})
     if where.exclude_requester is not None:
         conditions.append("(requester != :exclude_requester OR allow_self_approval = TRUE)")
         params["exclude_requester"] = where.exclude_requester

@@ -143,6 +143,8 @@ class PendingFilter:
     # With ``approver``: approvals that name nobody (anyone may decide) are kept only when
     # they belong to this channel, so they never show outside it (a private channel's).
     anyone_channel: str | None = None
+    # Only these kinds of pause (approval, question, callback, retry); None: every kind.
+    kinds: Sequence[str] | None = None
 
 
 def canonical_json(value: Any) -> str:

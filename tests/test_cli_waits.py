@@ -64,6 +64,8 @@ async def test_list_complete_and_show_a_wait(
     code, out, _ = await run_cli(capsys, *cfg, "waits", "list")
     assert f"{wait['id']}  callback  run {wait['run_id']}  Waiting for deploy of shop" in out
 
+    code, out, _ = await run_cli(capsys, *cfg, "approvals", "list")
+    assert out.strip() == "No approvals are pending.", "nobody decides a wait for a system"
     code, out, _ = await run_cli(capsys, *cfg, "runs", "show", wait["run_id"])
     assert code == 0 and "run " in out and ": paused" in out
     assert f"callback {wait['id']}: start_deploy pending: Waiting for deploy of shop until" in out
