@@ -33,26 +33,19 @@ import threading
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import llm
 
 from bot.failpoints import failpoint
 from bot.ids import new_approval_id
-from bot.pauses import (
-    AskUser,
-    CallContext,
-    Pause,
-    RetryAt,
-    WaitForCallback,
-    current_call,
-)
+from bot.pause_rows import call_context, draft_for, pause_text, refusal
+from bot.pauses import CallContext, Pause, WaitForCallback, current_call
 from bot.policy import Policy
 from bot.tools import tool_definition
 from storage.repository import (
     ApprovalDraft,
-    ArmedCallback,
     LeaseLost,
     Repository,
     canonical_json,
@@ -211,9 +204,7 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
             if policy is None:
                 # Sync tools run in a worker thread, off the event loop (Slack acks).
                 try:
-                    return await _pausable(
-                        turn, tool, definition, llm_tool_call, call_tool, paid_for=None
-                    )
+                    return await _pausable(turn, tool, definition, llm_tool_call, call_tool)
                 except (ApprovalRequired, HandedOver):
                     raise
                 except ToolRaised as raised:
@@ -335,7 +326,7 @@ def decision_text(approval: Any) -> str:
     """The tool result for a call whose approval (or other pause) is settled (never runs it)."""
     kind = getattr(approval, "kind", "approval")
     if kind != "approval" and approval.status != "executed":
-        return _pause_text(approval)
+        return pause_text(approval)
     match approval.status:
         case "executed":
             # Already ran (the run was taken over after the result was recorded): same answer.
@@ -349,26 +340,6 @@ def decision_text(approval: Any) -> str:
         case "cancelled":
             return f"Cancelled: {approval.result or approval.reason}. The call was not run."
     return unknown_text(approval.tool_name)
-
-
-def _pause_text(row: Any) -> str:
-    """The result of a settled question, callback or retry."""
-    when = row.expires_at.strftime("%Y-%m-%d %H:%M UTC")
-    match row.kind, row.status:
-        case "question", "answered":
-            return row.result or ""
-        case "question", "expired":
-            return f"No answer came: the question expired at {when} unanswered."
-        case "callback", "completed":
-            return row.result or ""
-        case "callback", "expired":
-            return (
-                f"No callback came for {row.reason or row.tool_name} before {when}: its "
-                "outcome is unknown. The call was not run again."
-            )
-        case _, "cancelled":
-            return f"Cancelled: {row.result or row.reason}. The call was not run again."
-    return f"Outcome unknown: this {row.kind} is {row.status}."
 
 
 def unknown_text(tool_name: str) -> str:
@@ -451,17 +422,17 @@ async def _run_recorded(
     once it has returned.
     """
     failpoint("execution_started")
-    call = _call_context(turn, tool, tool_call)
+    call = call_context(turn, tool, tool_call)
     token = current_call.set(call)
     try:
         result = await call_approved_tool(tool, tool_call)
     except Pause as pause:
         current_call.reset(token)
-        refusal = await _refusal(turn, call, pause)
-        text = refusal or f"Paused: {pause}"
+        refused = await _refused(turn, call, pause)
+        text = refused or f"Paused: {pause}"
         await _record(turn, row, text, failed=False)
-        if refusal is not None:
-            return refusal
+        if refused is not None:
+            return refused
         _pause_call(turn, tool, definition, tool_call, call, pause)
     except Exception as exc:
         current_call.reset(token)
@@ -486,20 +457,18 @@ async def _pausable(
     definition: dict[str, Any],
     tool_call: llm.ToolCall,
     run: Callable[[llm.Tool, llm.ToolCall], Awaitable[Any]],
-    *,
-    paid_for: Any | None,
 ) -> Any:
     """Run an ungated call; a pause it raises becomes the call's row (drafted for the
     pause that follows). The tool's own errors go back to llm as they always did."""
-    call = _call_context(turn, tool, tool_call)
+    call = call_context(turn, tool, tool_call)
     token = current_call.set(call)
     try:
         result = await run(tool, tool_call)
     except Pause as pause:
         current_call.reset(token)
-        refusal = await _refusal(turn, call, pause)
-        if refusal is not None:
-            return refusal
+        refused = await _refused(turn, call, pause)
+        if refused is not None:
+            return refused
         _pause_call(turn, tool, definition, tool_call, call, pause)
     except Exception as exc:
         current_call.reset(token)
@@ -511,88 +480,17 @@ async def _pausable(
     return result
 
 
-def _call_context(turn: TurnContext, tool: llm.Tool, tool_call: llm.ToolCall) -> CallContext:
-    """What ``callback_url()`` needs to store a token for this call."""
-    policy = turn.wait_policy(tool.name)
-
-    def armed(digest: str) -> ArmedCallback:
-        return ArmedCallback(
-            id=new_approval_id(),
-            run_id=turn.run_id,
-            turn=turn.turn_number + 1,  # the pause that follows stores its rows there
-            tool_call_id=tool_call.tool_call_id or "",
-            tool_name=tool.name,
-            arguments=dict(tool_call.arguments),
-            token_hash=digest,
-            expires_at=turn.clock() + policy.ttl,
-        )
-
-    async def arm(digest: str) -> str:
-        callback = armed(digest)
-        await turn.repo.arm_callback(callback, owner=turn.owner or "", now=turn.clock())
-        return callback.id
-
-    def arm_here(digest: str) -> str:
-        callback = armed(digest)
-        turn.repo.arm_callback_blocking(callback, owner=turn.owner or "", now=turn.clock())
-        return callback.id
-
-    return CallContext(
-        tool_name=tool.name,
-        tool_call=tool_call,
-        arm=arm,
-        arm_here=arm_here,
-        loop=asyncio.get_running_loop(),
-        base_url=turn.base_url,
-    )
-
-
 async def _disarm(turn: TurnContext, call: CallContext, reason: str) -> None:
     if call.armed_id is not None:
         await turn.repo.disarm_callback(call.armed_id, reason=reason, now=turn.clock())
 
 
-MAX_QUESTION_LENGTH = 2000
-MAX_CHOICES = 50
-MAX_CHOICE_LENGTH = 75  # a Slack button's text
-
-
-async def _refusal(turn: TurnContext, call: CallContext, pause: Pause) -> str | None:
+async def _refused(turn: TurnContext, call: CallContext, pause: Pause) -> str | None:
     """The error result for a pause that cannot be taken as asked (the run does not pause),
     or None. A callback armed for a call that does not wait for it is void."""
     if not isinstance(pause, WaitForCallback):
         await _disarm(turn, call, f"the tool raised {type(pause).__name__}, not WaitForCallback")
-    if isinstance(pause, RetryAt):
-        when = pause.when
-        if not isinstance(when, datetime) or when.tzinfo is None:
-            return (
-                "Error: RetryAt needs a timezone-aware datetime (like "
-                "datetime.now(UTC) + timedelta(minutes=5)); the call was not retried."
-            )
-        wait = when.astimezone(UTC).replace(tzinfo=None) - turn.clock()
-        if wait > turn.max_retry_wait:
-            return (
-                f"Error: the tool asked to retry at {when.isoformat()}, more than "
-                f"max_retry_wait ({turn.max_retry_wait}) from now; the call was not retried."
-            )
-    if isinstance(pause, AskUser):
-        question, choices = pause.question, pause.choices
-        if not isinstance(question, str) or not question.strip():
-            return "Error: ask_user needs a question; nothing was asked."
-        if len(question) > MAX_QUESTION_LENGTH:
-            return f"Error: the question is longer than {MAX_QUESTION_LENGTH} characters."
-        if choices is not None and (
-            not isinstance(choices, list)
-            or len(choices) > MAX_CHOICES
-            or not all(isinstance(c, str) and c.strip() for c in choices)
-            or any(len(c) > MAX_CHOICE_LENGTH for c in choices)
-            or len(set(choices)) != len(choices)
-        ):
-            return (
-                f"Error: choices must be up to {MAX_CHOICES} different, non-empty strings of "
-                f"at most {MAX_CHOICE_LENGTH} characters; nothing was asked."
-            )
-    return None
+    return refusal(pause, now=turn.clock(), max_retry_wait=turn.max_retry_wait)
 
 
 def _pause_call(
@@ -603,55 +501,8 @@ def _pause_call(
     call: CallContext,
     pause: Pause,
 ) -> None:
-    """Draft this call's row for the pause and raise it (the checks of ``_refusal`` passed)."""
-    now = turn.clock()
-    arguments = dict(tool_call.arguments)
-    common: dict[str, Any] = {
-        "id": new_approval_id(),
-        "tool_call_id": tool_call.tool_call_id or "",
-        "tool_name": tool.name,
-        "arguments": arguments,
-        "payload_hash": payload_hash(tool.name, arguments, definition),
-        "approvers": [],
-        "allow_self_approval": False,
-    }
-    if isinstance(pause, WaitForCallback):
-        policy = turn.wait_policy(tool.name)
-        draft = ApprovalDraft(
-            **{**common, "id": call.armed_id or common["id"]},
-            on_expiry=policy.on_expiry,
-            expires_at=now + (pause.timeout or policy.ttl),
-            kind="callback",
-            reason=pause.description,
-            adopt=call.armed_id is not None,
-        )
-    elif isinstance(pause, RetryAt):
-        due = max(pause.when.astimezone(UTC).replace(tzinfo=None), now)
-        draft = ApprovalDraft(
-            **common,
-            on_expiry="deny",
-            expires_at=due,
-            kind="retry",
-            due_at=due,
-            reason=pause.reason,
-        )
-    elif isinstance(pause, AskUser):
-        policy = turn.question_policy
-        choices = pause.choices or None
-        draft = ApprovalDraft(
-            **{
-                **common,
-                "arguments": {"question": pause.question, "choices": choices},
-                "approvers": list(policy.approvers) or [turn.requester],
-                "allow_self_approval": True,
-            },
-            on_expiry=policy.on_expiry,
-            expires_at=now + policy.ttl,
-            kind="question",
-        )
-    else:
-        raise RuntimeError(f"{tool.name} raised an unknown kind of pause: {pause!r}")
-    turn.drafts.append(draft)
+    """Draft this call's row for the pause and raise it (``refusal`` found nothing wrong)."""
+    turn.drafts.append(draft_for(turn, tool.name, definition, tool_call, call.armed_id, pause))
     raise ApprovalRequired(str(pause))
 
 

@@ -46,8 +46,20 @@ from bot.gate import (
 )
 from bot.history import settle_history, trailing_calls
 from bot.ids import new_run_id
-from bot.pauses import ASK_USER_TOOL, token_hash
-from bot.policy import refusal_reason
+from bot.pauses import ASK_USER_TOOL
+from bot.refusals import (
+    AlreadyDecided,
+    ApprovalExpired,
+    ApprovalNotFound,
+    Decision,
+    DecisionRefused,
+    NotAllowed,
+    describe_status,
+    describe_wait,
+    ensure_may_answer,
+    ensure_may_decide,
+)
+from bot.runner_waits import PauseSettling
 from storage.models import Approval, Run
 from storage.repository import (
     CallbackOutcome,
@@ -60,11 +72,23 @@ from storage.repository import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CallbackOutcome", "RunBusy"]
+# The refusals are raised here and caught by callers that import them from here.
+__all__ = [
+    "AlreadyDecided",
+    "ApprovalExpired",
+    "ApprovalNotFound",
+    "CallbackOutcome",
+    "Decision",
+    "DecisionRefused",
+    "NotAllowed",
+    "RunBusy",
+    "describe_status",
+    "describe_wait",
+    "ensure_may_answer",
+    "ensure_may_decide",
+]
 
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8080"
-# What one answer to ask_user may hold (Slack's plain-text input allows 3000).
-MAX_ANSWER_LENGTH = 3000
 
 # Claimed resumes a runner keeps for ``resume`` (each is one run, as its claim read it): past
 # this, the oldest are dropped, and resuming those starts them from the database.
@@ -129,51 +153,11 @@ class TooManyApprovals(Exception):
         )
 
 
-class DecisionRefused(Exception):
-    """A decision that was not recorded; ``code`` says why, the message says it for people."""
-
-    code = "refused"
-
-    def __init__(self, message: str, approval: Approval | None = None) -> None:
-        super().__init__(message)
-        self.approval = approval
-
-
-class ApprovalNotFound(DecisionRefused):
-    code = "not_found"
-
-
-class NotAllowed(DecisionRefused):
-    code = "not_allowed"
-
-    def __init__(self, message: str, approval: Approval, reason: str) -> None:
-        super().__init__(message, approval)
-        self.reason = reason
-
-
-class AlreadyDecided(DecisionRefused):
-    code = "already_decided"
-
-
-class ApprovalExpired(DecisionRefused):
-    code = "expired"
-
-    def __init__(self, message: str, approval: Approval, expiry: ExpiryOutcome | None) -> None:
-        super().__init__(message, approval)
-        self.expiry = expiry
-
-
-@dataclass
-class Decision:
-    approval: Approval
-    resume_claimed: bool
-
-
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{str(ULID())[-6:]}"
 
 
-class Runner:
+class Runner(PauseSettling):
     def __init__(
         self,
         repo: Repository,
@@ -562,109 +546,6 @@ class Runner:
             self._claimed.pop(next(iter(self._claimed)))
         self._claimed[outcome.approval.run_id] = outcome
 
-    async def answer(
-        self,
-        approval_id: str,
-        *,
-        actor: str,
-        answer: str,
-        actor_groups: Collection[str] = (),
-    ) -> Decision:
-        """Answer a question asked with ``ask_user``; exactly one concurrent answer wins.
-
-        The same refusals as :meth:`decide`: ApprovalNotFound, NotAllowed (not one of the
-        answerers), AlreadyDecided ("Already answered by @x"), ApprovalExpired. With
-        choices, the answer must be one of them. ``resume_claimed``: call ``resume``.
-        """
-        approval = await self.repo.get_approval(approval_id)
-        if approval is None or approval.kind != "question":
-            raise ApprovalNotFound(f"There is no question {approval_id}.")
-        ensure_may_answer(approval, actor, actor_groups)
-        text = answer.strip()
-        choices = approval.arguments.get("choices") or []
-        if not text:
-            raise DecisionRefused("An answer cannot be empty.", approval)
-        if len(text) > MAX_ANSWER_LENGTH:
-            raise DecisionRefused(
-                f"An answer can be at most {MAX_ANSWER_LENGTH} characters long.", approval
-            )
-        if choices and text not in choices:
-            raise DecisionRefused(
-                "Answer with one of the choices: " + ", ".join(choices) + ".", approval
-            )
-        now = self.clock()
-        outcome = await self.repo.answer_question(
-            approval_id,
-            actor=actor,
-            answer=text,
-            worker=self.worker_id,
-            lease_until=self._lease_until(),
-            now=now,
-        )
-        if outcome is not None:
-            return Decision(approval=outcome.approval, resume_claimed=outcome.resume_claimed)
-        await self._refuse_settled(approval_id, now)
-        raise AssertionError("unreachable")
-
-    async def _refuse_settled(self, approval_id: str, now: datetime) -> None:
-        """Raise why a pause row could not be settled: expired (and expire it now, moving its
-        run on) or settled already."""
-        current = await self.repo.get_approval(approval_id)
-        assert current is not None
-        if current.status == "pending":
-            expiry = await self.repo.expire(
-                approval_id, worker=self.worker_id, lease_until=self._lease_until(), now=now
-            )
-            if expiry is None:  # the sweeper expired it first
-                current = await self.repo.get_approval(approval_id) or current
-            else:
-                current = expiry.approval
-            raise ApprovalExpired(describe_status(current), current, expiry)
-        if current.status == "expired":
-            raise ApprovalExpired(describe_status(current), current, None)
-        raise AlreadyDecided(describe_status(current), current)
-
-    async def complete_callback(
-        self, token: str | None = None, body: str = "", *, approval_id: str | None = None
-    ) -> CallbackOutcome:
-        """A POST to a callback URL (by ``token``), or an operator (by ``approval_id``): the
-        first completion wins and its body becomes the call's result. ``resume_claimed``:
-        call ``resume``. ``gone`` (used, expired, cancelled) and ``unknown`` change nothing,
-        except that a callback found past its timeout is expired now (``expiry``: move its
-        run on as after any expiry).
-        """
-        now = self.clock()
-        outcome = await self.repo.complete_callback(
-            token_hash=token_hash(token) if token is not None else None,
-            approval_id=approval_id,
-            body_text=body,
-            actor="callback" if token is not None else "operator",
-            worker=self.worker_id,
-            lease_until=self._lease_until(),
-            now=now,
-        )
-        current = outcome.approval
-        if outcome.status == "gone" and current is not None and current.status == "pending":
-            outcome.expiry = await self.repo.expire(
-                current.id, worker=self.worker_id, lease_until=self._lease_until(), now=now
-            )
-        return outcome
-
-    async def due_retries(self) -> list[str]:
-        """Make every retry whose time has come due; the runs whose resume this claimed
-        (callers ``resume`` each)."""
-        claimed = []
-        for approval_id in await self.repo.due_retries(self.clock()):
-            outcome = await self.repo.make_due(
-                approval_id,
-                worker=self.worker_id,
-                lease_until=self._lease_until(),
-                now=self.clock(),
-            )
-            if outcome is not None and outcome.resume_claimed:
-                claimed.append(outcome.approval.run_id)
-        return claimed
-
     @metrics.counts_expiries
     async def expire_due(self) -> list[ExpiryOutcome]:
         """Expire every approval past its deadline (the sweeper); callers resume claimed runs."""
@@ -679,89 +560,6 @@ class Runner:
             if outcome is not None:
                 outcomes.append(outcome)
         return outcomes
-
-
-def ensure_may_decide(approval: Approval, actor: str, actor_groups: Collection[str] = ()) -> None:
-    """Raise NotAllowed, with a sentence for the person, unless ``actor`` may decide."""
-    refusal = refusal_reason(
-        actor=actor,
-        requester=approval.requester,
-        approvers=approval.approvers,
-        allow_self_approval=approval.allow_self_approval,
-        actor_groups=actor_groups,
-    )
-    if refusal == "self_approval":
-        raise NotAllowed(
-            "You asked for this call, so someone else must decide it.", approval, refusal
-        )
-    if refusal is not None:
-        raise NotAllowed("You are not one of the approvers of this call.", approval, refusal)
-
-
-def ensure_may_answer(approval: Approval, actor: str, actor_groups: Collection[str] = ()) -> None:
-    """Raise NotAllowed unless ``actor`` is one of the question's answerers (users or groups;
-    the requester when the policy names nobody)."""
-    answerers = approval.approvers or [approval.requester]
-    if actor in answerers or set(actor_groups) & set(answerers):
-        return
-    names = ", ".join(f"@{a}" for a in answerers)
-    raise NotAllowed(f"Only {names} can answer this question.", approval, "not_an_answerer")
-
-
-def describe_status(approval: Approval) -> str:
-    """One sentence on where an approval (or another pause) stands, for people."""
-    who = f"@{approval.decided_by}" if approval.decided_by else "nobody"
-    when = approval.decided_at.strftime("%Y-%m-%d %H:%M UTC") if approval.decided_at else ""
-    if approval.kind == "question":
-        match approval.status:
-            case "pending":
-                return "This question is still waiting for an answer."
-            case "answered":
-                return f"Already answered by {who} at {when}."
-            case "expired":
-                deadline = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
-                return f"This question expired at {deadline} unanswered."
-    if approval.kind in ("callback", "retry") and approval.status != "cancelled":
-        return describe_wait(approval)
-    match approval.status:
-        case "pending":
-            return "This approval is still waiting for a decision."
-        case "approved" | "executing" | "executed" | "unknown":
-            return f"Already approved by {who} at {when}."
-        case "denied":
-            return f"Already denied by {who} at {when}."
-        case "expired":
-            deadline = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
-            return f"This approval expired at {deadline} with no decision."
-        case "cancelled":
-            noun = "approval" if approval.kind == "approval" else approval.kind
-            return f"This {noun} was cancelled: {approval.reason or approval.result}."
-    return f"This approval is {approval.status}."
-
-
-def describe_wait(approval: Approval) -> str:
-    """What a paused call waits for, and until when (``runs show``, ``waits list``)."""
-    until = approval.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    match approval.kind, approval.status:
-        case "callback", "pending" | "armed":
-            return f"Waiting for {approval.reason or approval.tool_name} until {until}."
-        case "callback", "completed":
-            return f"Completed by {approval.decided_by}."
-        case "callback", "expired":
-            return f"No callback came by {until}."
-        case "retry", "pending":
-            due = (approval.due_at or approval.expires_at).strftime("%Y-%m-%d %H:%M:%S UTC")
-            reason = f": {approval.reason}" if approval.reason else ""
-            return f"Retrying {approval.tool_name} at {due}{reason}."
-        case "retry", "due" | "executing":
-            return f"Retrying {approval.tool_name} now."
-        case "retry", "executed":
-            return f"Retried {approval.tool_name}."
-        case "question", "pending":
-            return f"Waiting for an answer until {until}."
-    if approval.kind in ("callback", "retry") and approval.status != "cancelled":
-        return f"This {approval.kind} is {approval.status}."
-    return describe_status(approval)
 
 
 FAILURE_LINE_LIMIT = 500

@@ -1,0 +1,177 @@
+"""A tool's pause as its row, and a settled row as the call's result (for the gate).
+
+The gate catches the pauses of :mod:`bot.pauses` that a tool raises; here is what they become:
+``refusal`` says why one cannot be taken as asked (a naive or too distant ``RetryAt``, an
+empty question), ``draft_for`` builds the row stored with the paused history, ``call_context``
+is what ``callback_url()`` needs to store a token while the tool runs, and ``pause_text`` is
+the result the model reads once the row is settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import llm
+
+from bot.ids import new_approval_id
+from bot.pauses import AskUser, CallContext, Pause, RetryAt, WaitForCallback
+from storage.repository import ApprovalDraft, ArmedCallback, payload_hash
+
+if TYPE_CHECKING:
+    from bot.gate import TurnContext
+
+MAX_QUESTION_LENGTH = 2000
+MAX_CHOICES = 50
+MAX_CHOICE_LENGTH = 75  # a Slack button's text
+
+
+def refusal(pause: Pause, *, now: datetime, max_retry_wait: timedelta) -> str | None:
+    """The error result for a pause that cannot be taken as asked, or None."""
+    if isinstance(pause, RetryAt):
+        when = pause.when
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            return (
+                "Error: RetryAt needs a timezone-aware datetime (like "
+                "datetime.now(UTC) + timedelta(minutes=5)); the call was not retried."
+            )
+        if when.astimezone(UTC).replace(tzinfo=None) - now > max_retry_wait:
+            return (
+                f"Error: the tool asked to retry at {when.isoformat()}, more than "
+                f"max_retry_wait ({max_retry_wait}) from now; the call was not retried."
+            )
+    if isinstance(pause, AskUser):
+        question, choices = pause.question, pause.choices
+        if not isinstance(question, str) or not question.strip():
+            return "Error: ask_user needs a question; nothing was asked."
+        if len(question) > MAX_QUESTION_LENGTH:
+            return f"Error: the question is longer than {MAX_QUESTION_LENGTH} characters."
+        if choices is not None and (
+            not isinstance(choices, list)
+            or len(choices) > MAX_CHOICES
+            or not all(isinstance(c, str) and c.strip() for c in choices)
+            or any(len(c) > MAX_CHOICE_LENGTH for c in choices)
+            or len(set(choices)) != len(choices)
+        ):
+            return (
+                f"Error: choices must be up to {MAX_CHOICES} different, non-empty strings of "
+                f"at most {MAX_CHOICE_LENGTH} characters; nothing was asked."
+            )
+    return None
+
+
+def draft_for(
+    turn: TurnContext,
+    tool_name: str,
+    definition: dict[str, Any],
+    tool_call: llm.ToolCall,
+    armed_id: str | None,
+    pause: Pause,
+) -> ApprovalDraft:
+    """The row of a call that paused (``refusal`` found nothing wrong with the pause).
+
+    A callback armed by ``callback_url()`` keeps its row (the pause adopts it); a retry
+    carries the call's payload hash, so only the very same call runs again.
+    """
+    now = turn.clock()
+    arguments = dict(tool_call.arguments)
+    common: dict[str, Any] = {
+        "id": new_approval_id(),
+        "tool_call_id": tool_call.tool_call_id or "",
+        "tool_name": tool_name,
+        "arguments": arguments,
+        "payload_hash": payload_hash(tool_name, arguments, definition),
+        "approvers": [],
+        "allow_self_approval": False,
+    }
+    if isinstance(pause, WaitForCallback):
+        policy = turn.wait_policy(tool_name)
+        return ApprovalDraft(
+            **{**common, "id": armed_id or common["id"]},
+            on_expiry=policy.on_expiry,
+            expires_at=now + (pause.timeout or policy.ttl),
+            kind="callback",
+            reason=pause.description,
+            adopt=armed_id is not None,
+        )
+    if isinstance(pause, RetryAt):
+        due = max(pause.when.astimezone(UTC).replace(tzinfo=None), now)
+        return ApprovalDraft(
+            **common,
+            on_expiry="deny",
+            expires_at=due,  # listed while it waits; retries come due, they never expire
+            kind="retry",
+            due_at=due,
+            reason=pause.reason,
+        )
+    if isinstance(pause, AskUser):
+        policy = turn.question_policy
+        return ApprovalDraft(
+            **{
+                **common,
+                "arguments": {"question": pause.question, "choices": pause.choices or None},
+                "approvers": list(policy.approvers) or [turn.requester],
+                "allow_self_approval": True,
+            },
+            on_expiry=policy.on_expiry,
+            expires_at=now + policy.ttl,
+            kind="question",
+        )
+    raise RuntimeError(f"{tool_name} raised an unknown kind of pause: {pause!r}")
+
+
+def call_context(turn: TurnContext, tool: llm.Tool, tool_call: llm.ToolCall) -> CallContext:
+    """What ``callback_url()`` needs to store a token for this call, bound to it."""
+    policy = turn.wait_policy(tool.name)
+
+    def armed(digest: str) -> ArmedCallback:
+        return ArmedCallback(
+            id=new_approval_id(),
+            run_id=turn.run_id,
+            turn=turn.turn_number + 1,  # the pause that follows stores its rows there
+            tool_call_id=tool_call.tool_call_id or "",
+            tool_name=tool.name,
+            arguments=dict(tool_call.arguments),
+            token_hash=digest,
+            expires_at=turn.clock() + policy.ttl,
+        )
+
+    async def arm(digest: str) -> str:
+        callback = armed(digest)
+        await turn.repo.arm_callback(callback, owner=turn.owner or "", now=turn.clock())
+        return callback.id
+
+    def arm_here(digest: str) -> str:
+        callback = armed(digest)
+        turn.repo.arm_callback_blocking(callback, owner=turn.owner or "", now=turn.clock())
+        return callback.id
+
+    return CallContext(
+        tool_name=tool.name,
+        tool_call=tool_call,
+        arm=arm,
+        arm_here=arm_here,
+        loop=asyncio.get_running_loop(),
+        base_url=turn.base_url,
+    )
+
+
+def pause_text(row: Any) -> str:
+    """The result of a settled question, callback or retry."""
+    when = row.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+    match row.kind, row.status:
+        case "question", "answered":
+            return row.result or ""
+        case "question", "expired":
+            return f"No answer came: the question expired at {when} unanswered."
+        case "callback", "completed":
+            return row.result or ""
+        case "callback", "expired":
+            return (
+                f"No callback came for {row.reason or row.tool_name} before {when}: its "
+                "outcome is unknown. The call was not run again."
+            )
+        case _, "cancelled":
+            return f"Cancelled: {row.result or row.reason}. The call was not run again."
+    return f"Outcome unknown: this {row.kind} is {row.status}."

@@ -1,0 +1,138 @@
+"""Why a decision or an answer was not recorded, and where a pause stands, in sentences.
+
+``Runner.decide`` and ``Runner.answer`` raise the :class:`DecisionRefused` family; Slack
+handlers and the CLI show its message to the person as is. ``describe_status`` and
+``describe_wait`` say where an approval, a question, a callback or a retry stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from bot.policy import refusal_reason
+from storage.models import Approval
+from storage.repository import ExpiryOutcome
+
+
+class DecisionRefused(Exception):
+    """A decision that was not recorded; ``code`` says why, the message says it for people."""
+
+    code = "refused"
+
+    def __init__(self, message: str, approval: Approval | None = None) -> None:
+        super().__init__(message)
+        self.approval = approval
+
+
+class ApprovalNotFound(DecisionRefused):
+    code = "not_found"
+
+
+class NotAllowed(DecisionRefused):
+    code = "not_allowed"
+
+    def __init__(self, message: str, approval: Approval, reason: str) -> None:
+        super().__init__(message, approval)
+        self.reason = reason
+
+
+class AlreadyDecided(DecisionRefused):
+    code = "already_decided"
+
+
+class ApprovalExpired(DecisionRefused):
+    code = "expired"
+
+    def __init__(self, message: str, approval: Approval, expiry: ExpiryOutcome | None) -> None:
+        super().__init__(message, approval)
+        self.expiry = expiry
+
+
+def ensure_may_decide(approval: Approval, actor: str, actor_groups: Collection[str] = ()) -> None:
+    """Raise NotAllowed, with a sentence for the person, unless ``actor`` may decide."""
+    refusal = refusal_reason(
+        actor=actor,
+        requester=approval.requester,
+        approvers=approval.approvers,
+        allow_self_approval=approval.allow_self_approval,
+        actor_groups=actor_groups,
+    )
+    if refusal == "self_approval":
+        raise NotAllowed(
+            "You asked for this call, so someone else must decide it.", approval, refusal
+        )
+    if refusal is not None:
+        raise NotAllowed("You are not one of the approvers of this call.", approval, refusal)
+
+
+def ensure_may_answer(approval: Approval, actor: str, actor_groups: Collection[str] = ()) -> None:
+    """Raise NotAllowed unless ``actor`` is one of the question's answerers (users or groups;
+    the requester when the policy names nobody)."""
+    answerers = approval.approvers or [approval.requester]
+    if actor in answerers or set(actor_groups) & set(answerers):
+        return
+    names = ", ".join(f"@{a}" for a in answerers)
+    raise NotAllowed(f"Only {names} can answer this question.", approval, "not_an_answerer")
+
+
+def describe_status(approval: Approval) -> str:
+    """One sentence on where an approval (or another pause) stands, for people."""
+    who = f"@{approval.decided_by}" if approval.decided_by else "nobody"
+    when = approval.decided_at.strftime("%Y-%m-%d %H:%M UTC") if approval.decided_at else ""
+    if approval.kind == "question":
+        match approval.status:
+            case "pending":
+                return "This question is still waiting for an answer."
+            case "answered":
+                return f"Already answered by {who} at {when}."
+            case "expired":
+                deadline = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+                return f"This question expired at {deadline} unanswered."
+    if approval.kind in ("callback", "retry") and approval.status != "cancelled":
+        return describe_wait(approval)
+    match approval.status:
+        case "pending":
+            return "This approval is still waiting for a decision."
+        case "approved" | "executing" | "executed" | "unknown":
+            return f"Already approved by {who} at {when}."
+        case "denied":
+            return f"Already denied by {who} at {when}."
+        case "expired":
+            deadline = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
+            return f"This approval expired at {deadline} with no decision."
+        case "cancelled":
+            noun = "approval" if approval.kind == "approval" else approval.kind
+            return f"This {noun} was cancelled: {approval.reason or approval.result}."
+    return f"This approval is {approval.status}."
+
+
+def describe_wait(approval: Approval) -> str:
+    """What a paused call waits for, and until when (``runs show``, ``waits list``)."""
+    until = approval.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    match approval.kind, approval.status:
+        case "callback", "pending" | "armed":
+            return f"Waiting for {approval.reason or approval.tool_name} until {until}."
+        case "callback", "completed":
+            return f"Completed by {approval.decided_by}."
+        case "callback", "expired":
+            return f"No callback came by {until}."
+        case "retry", "pending":
+            due = (approval.due_at or approval.expires_at).strftime("%Y-%m-%d %H:%M:%S UTC")
+            reason = f": {approval.reason}" if approval.reason else ""
+            return f"Retrying {approval.tool_name} at {due}{reason}."
+        case "retry", "due" | "executing":
+            return f"Retrying {approval.tool_name} now."
+        case "retry", "executed":
+            return f"Retried {approval.tool_name}."
+        case "question", "pending":
+            return f"Waiting for an answer until {until}."
+    if approval.kind in ("callback", "retry") and approval.status != "cancelled":
+        return f"This {approval.kind} is {approval.status}."
+    return describe_status(approval)
+
+
+@dataclass
+class Decision:
+    approval: Approval
+    resume_claimed: bool
