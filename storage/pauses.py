@@ -20,6 +20,7 @@ from typing import Any
 from storage.db import Database, Mode, Tx
 from storage.models import Approval
 from storage.records import (
+    ACTIVE_RUN_STATUSES,
     ArmedCallback,
     CallbackOutcome,
     DecisionOutcome,
@@ -36,16 +37,18 @@ from storage.statements import (
 from storage.values import storable
 
 WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+_ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES)
 
 ANSWER = (
     "UPDATE approvals SET status = 'answered', result = :answer, decided_by = :actor, "
     "decided_at = :now WHERE id = :id AND kind = 'question' AND status = 'pending' "
     f"AND expires_at > :now RETURNING {APPROVALS.columns}"
 )
-# Only while the tool that arms it runs for the drive holding the run's lease.
+# Only while the tool that arms it runs for the drive holding the run's lease (the lease
+# owner fences drives, whichever active status the run is in).
 RUN_FOR_ARMING = (
     "SELECT requester, team_id, channel, thread_ts FROM runs "
-    "WHERE id = :run_id AND lease_owner = :owner AND status = 'running'"
+    f"WHERE id = :run_id AND lease_owner = :owner AND status IN ({_ACTIVE})"
 )
 # An armed row a crashed drive left for the same call: the call runs again, with a new token.
 # Its tool call id becomes its own id, so the (run, turn, call) key is free again.
