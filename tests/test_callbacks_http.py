@@ -4,6 +4,7 @@ runner, storage) over HTTP, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -12,8 +13,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
-from bot.callback_route import MAX_CALLBACK_BODY
+from bot.callback_route import MAX_CALLBACK_BODY, RedactingAccessLogger
 from storage.models import Approval
 from storage.repository import Repository
 from tests import pause_tools
@@ -189,3 +191,24 @@ async def test_a_retry_that_came_due_while_no_bot_ran_resumes_at_start_up(
         await wait_until_completed(h.repo, retry.run_id)
         await h.settle()
     assert len(executed("rate_limited")) == 2
+
+
+async def test_the_access_log_never_shows_a_token(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = harness
+    runner = web.AppRunner(h.bot.web_app, access_log_class=RedactingAccessLogger)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    token = "T" * 43
+    try:
+        with caplog.at_level(logging.INFO, logger="aiohttp.access"):
+            status = await post(f"http://127.0.0.1:{port}/callbacks/{token}", "{}")
+    finally:
+        await runner.cleanup()
+    assert status == 404
+    lines = [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"]
+    assert any('"POST /callbacks/…" 404' in line for line in lines), lines
+    assert all(token not in line for line in lines)
