@@ -325,7 +325,7 @@ async def _answer(
 def decision_text(approval: Any) -> str:
     """The tool result for a call whose approval (or other pause) is settled (never runs it)."""
     kind = getattr(approval, "kind", "approval")
-    if kind != "approval" and approval.status != "executed":
+    if kind != "approval" and approval.status not in ("executed", "unknown"):
         return pause_text(approval)
     match approval.status:
         case "executed":

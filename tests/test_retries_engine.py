@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 
+from bot.clock import utcnow
 from bot.config import Config
 from bot.runner import Runner, describe_wait
 from storage.repository import Repository
@@ -143,3 +144,31 @@ async def test_a_time_beyond_max_retry_wait_is_a_clear_tool_error(repo: Reposito
     )
     assert refused.status == "completed" and refused.new_approvals == []
     assert "more than max_retry_wait (1 day, 0:00:00) from now" in (refused.answer or "")
+
+
+async def test_a_retry_whose_worker_died_mid_call_is_reported_unknown_not_run_again(
+    runner: Runner, repo: Repository
+) -> None:
+    with freeze_time("2026-11-30 10:00:00") as clock:
+        outcome = await runner.start(request(calls(("rate_limited", {"service": "api"}))))
+        (retry,) = outcome.new_approvals
+        clock.tick(timedelta(minutes=5))
+        assert await runner.due_retries() == [outcome.run_id]
+        run = await repo.start_resumed_run(
+            outcome.run_id,
+            worker="worker-a",
+            owner="worker-a/dead",
+            lease_until=utcnow() + timedelta(minutes=5),
+            now=utcnow(),
+        )
+        # The dead drive recorded the retry's start, then the process died.
+        assert run.lease_owner == "worker-a/dead"
+        assert await repo.begin_retry(retry.id, owner="worker-a/dead", now=utcnow())
+        clock.tick(timedelta(minutes=6))
+        (taken,) = await runner.take_over_stale_runs()
+        resumed = await runner.carry_on(taken)
+    assert resumed.status == "completed"
+    assert len(executed("rate_limited")) == 1, "the retry that may have run is not run again"
+    assert "Outcome unknown" in (resumed.answer or "")
+    stored = await repo.get_approval(retry.id)
+    assert stored is not None and stored.status == "unknown"
