@@ -314,6 +314,7 @@ async def _serve(
             site = web.SockSite(runner, sock)
             await site.start()
             log.info("listening on %s/slack/events", site.name)
+            log.info("callback URLs start with %s/callbacks/", bot.services.runner.public_url)
             await stop.wait()
             deadline = loop.time() + grace
             log.info("stopping: no new requests; finishing work in flight")
