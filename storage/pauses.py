@@ -307,16 +307,22 @@ class PauseStore:
         return await self.database.run(body, WRITE)
 
     async def begin_retry(self, approval_id: str, *, owner: str, now: datetime) -> bool:
-        """``due -> executing`` before the call runs again; False when it must not start."""
+        """``due -> executing`` before the call runs again; False when it must not start.
+
+        Durable before it returns, as ``begin_execution`` is: a power cut that lost it after
+        the tool ran would let a recovered bot run the retry a second time."""
 
         def body(tx: Tx) -> bool:
             row = tx.one(BEGIN_RETRY, {"id": approval_id, "owner": owner, "now": now})
             if row is None:
                 return False
             audit(tx, now, "execution_started", run_id=row[0], approval_id=approval_id)
+            hook = getattr(self, "inside_begin_execution", None)
+            if hook is not None:  # the start of an execution too (tests read its durability)
+                hook(tx)
             return True
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE, durable=True)
 
     async def cancel_retry(self, approval_id: str, *, reason: str, now: datetime) -> bool:
         """A retry that must not run (what would run changed, or its tool is gone)."""
