@@ -1,4 +1,4 @@
-"""Migration 0005_pauses on a database the previous release used: its approvals stay
+"""Migration 0006_pauses on a database the previous release used: its approvals stay
 approvals and can still be decided, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _upgrade_to(revision: str) -> object:
 async def test_approvals_of_the_previous_release_stay_approvals(database_url: str) -> None:
     repo = await Repository.open(database_url, upgrade=False)
     try:
-        await repo.database.run_with_connection(_upgrade_to("0004"))  # type: ignore[arg-type]
+        await repo.database.run_with_connection(_upgrade_to("0005_pending"))  # type: ignore[arg-type]
         now = utcnow()
         await repo.execute_sql(
             "INSERT INTO runs (id, conversation_key, team_id, channel, thread_ts, requester, "
