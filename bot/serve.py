@@ -302,6 +302,10 @@ async def _serve(
             handler = AsyncSocketModeHandler(bot.app, settings.app_token)  # type: ignore[arg-type]
             await handler.connect_async()
             log.info("connected to Slack in Socket Mode")
+            log.info(
+                "Socket Mode serves no HTTP port: POST /callbacks/{token} is not served here "
+                "(tools that wait for callbacks need HTTP mode; `approval-bot waits complete`)"
+            )
             await stop.wait()
             deadline = loop.time() + grace
             log.info("stopping: no new events; finishing work in flight")
