@@ -34,6 +34,18 @@ from bot import logs
 from bot import metric_hooks as metrics
 from bot.clock import utcnow
 from bot.config import Config
+from bot.decisions import (
+    AlreadyDecided,
+    ApprovalExpired,
+    ApprovalNotFound,
+    Decision,
+    DecisionRefused,
+    NotAllowed,
+    describe_status,
+    describe_wait,
+    ensure_may_answer,
+    ensure_may_decide,
+)
 from bot.failpoints import failpoint
 from bot.gate import (
     ApprovalRequired,
@@ -47,18 +59,6 @@ from bot.gate import (
 from bot.history import settle_history, trailing_calls
 from bot.ids import new_run_id
 from bot.pauses import ASK_USER_TOOL
-from bot.refusals import (
-    AlreadyDecided,
-    ApprovalExpired,
-    ApprovalNotFound,
-    Decision,
-    DecisionRefused,
-    NotAllowed,
-    describe_status,
-    describe_wait,
-    ensure_may_answer,
-    ensure_may_decide,
-)
 from bot.runner_waits import PauseSettling
 from storage.models import Approval, Run
 from storage.repository import (

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from datetime import datetime
 
-from bot.pauses import token_hash
-from bot.refusals import (
+from bot.decisions import (
     AlreadyDecided,
     ApprovalExpired,
     ApprovalNotFound,
@@ -17,6 +16,7 @@ from bot.refusals import (
     describe_status,
     ensure_may_answer,
 )
+from bot.pauses import token_hash
 from storage.repository import CallbackOutcome, Repository
 
 # What one answer to ask_user may hold (Slack's plain-text input allows 3000).

@@ -1,4 +1,5 @@
-"""Why a decision or an answer was not recorded, and where a pause stands, in sentences.
+"""Deciding an approval or answering a question: who may, why it is refused, and how to say
+where a pause stands.
 
 ``Runner.decide`` and ``Runner.answer`` raise the :class:`DecisionRefused` family; Slack
 handlers and the CLI show its message to the person as is. ``describe_status`` and
