@@ -212,3 +212,37 @@ async def test_the_access_log_never_shows_a_token(
     lines = [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"]
     assert any('"POST /callbacks/…" 404' in line for line in lines), lines
     assert all(token not in line for line in lines)
+
+
+FAIL_COMPLETING = {
+    "sqlite": [
+        "CREATE TRIGGER fail_completing BEFORE UPDATE OF status ON approvals "
+        "WHEN NEW.status = 'completed' BEGIN SELECT RAISE(ABORT, 'storage is on fire'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION fail_completing() RETURNS trigger AS $$ BEGIN "
+        "RAISE EXCEPTION 'storage is on fire'; END $$ LANGUAGE plpgsql",
+        "CREATE TRIGGER fail_completing BEFORE UPDATE ON approvals FOR EACH ROW "
+        "WHEN (NEW.status = 'completed') EXECUTE FUNCTION fail_completing()",
+    ],
+}
+
+
+async def test_a_callback_the_database_cannot_record_gets_503_and_changes_nothing(
+    harness: Harness,
+) -> None:
+    h = harness
+    await h.mention("U0REQUESTER", calls(("start_deploy", {"service": "shop"})))
+    wait = await only_wait(h.repo)
+    url = callback_url_on(h, pause_tools.PIPELINE[0])
+    for statement in FAIL_COMPLETING[h.repo.dialect]:
+        await h.repo.execute_sql(statement)
+    assert await post(url, '{"status": "deployed"}') == 503
+    stored = await h.repo.get_approval(wait.id)
+    assert stored is not None and stored.status == "pending" and stored.result is None
+    await h.repo.execute_sql(
+        "DROP TRIGGER fail_completing" + (" ON approvals" if h.repo.dialect == "postgresql" else "")
+    )
+    assert await post(url, '{"status": "deployed"}') == 202, "the same POST again works"
+    await h.settle()
+    assert await run_status(h.repo, wait.run_id) == "completed"
