@@ -42,12 +42,12 @@ from bot.failpoints import failpoint
 from bot.ids import new_approval_id
 from bot.policy import Policy
 from bot.tools import tool_definition
+from storage.records import PayloadHasher
 from storage.repository import (
     ApprovalDraft,
     LeaseLost,
     Repository,
     canonical_json,
-    payload_hash,
 )
 
 
@@ -110,20 +110,55 @@ def wrap_tools(tools: list[llm.Tool], policy_for: Callable[[str], Policy | None]
     ]
 
 
-def _call_arguments(tool: llm.Tool, tool_call: llm.ToolCall) -> dict[str, Any]:
-    assert tool.implementation is not None
-    arguments = dict(tool_call.arguments)
-    if "llm_tool_call" in inspect.signature(tool.implementation).parameters:
-        arguments["llm_tool_call"] = tool_call
-    return arguments
+@dataclass(frozen=True)
+class PreparedTool:
+    """What the gate needs of a tool, worked out once when the tool is wrapped, not per call.
+
+    ``inspect.signature`` (about 30 us), the definition the model was shown and the
+    serialized definition inside every payload hash (most of a hash's cost) do not change
+    while the tool is configured.
+    """
+
+    tool: llm.Tool
+    hasher: PayloadHasher
+    is_async: bool
+    takes_tool_call: bool
+
+    @classmethod
+    def of(cls, tool: llm.Tool) -> PreparedTool:
+        implementation = tool.implementation
+        assert implementation is not None
+        return cls(
+            tool=tool,
+            hasher=PayloadHasher(tool_definition(tool)),
+            is_async=inspect.iscoroutinefunction(implementation),
+            takes_tool_call=_takes_tool_call(implementation),
+        )
+
+    def arguments(self, tool_call: llm.ToolCall) -> dict[str, Any]:
+        """The implementation's arguments, as llm would pass them."""
+        arguments = dict(tool_call.arguments)
+        if self.takes_tool_call:
+            arguments["llm_tool_call"] = tool_call
+        return arguments
 
 
-async def call_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
-    """Call the original implementation the way llm would, sync ones off the event loop."""
-    implementation = tool.implementation
+def _takes_tool_call(implementation: Callable[..., Any]) -> bool:
+    try:
+        return "llm_tool_call" in inspect.signature(implementation).parameters
+    except (TypeError, ValueError):  # as llm: no signature, no tool call
+        return False
+
+
+async def call_tool(prepared: PreparedTool, tool_call: llm.ToolCall) -> Any:
+    """Call the original implementation the way llm would, sync ones off the event loop.
+
+    An async implementation is awaited right here: no worker thread, no extra task.
+    """
+    implementation = prepared.tool.implementation
     assert implementation is not None
-    arguments = _call_arguments(tool, tool_call)
-    if inspect.iscoroutinefunction(implementation):
+    arguments = prepared.arguments(tool_call)
+    if prepared.is_async:
         return await implementation(**arguments)
     result = await asyncio.to_thread(implementation, **arguments)
     if inspect.isawaitable(result):
@@ -131,21 +166,23 @@ async def call_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
     return result
 
 
-async def call_approved_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
+async def call_approved_tool(prepared: PreparedTool, tool_call: llm.ToolCall) -> Any:
     """Call an approved tool now: its ``executing`` record is committed, so it must start.
 
-    A sync tool gets a thread of its own rather than the default pool's: a call waiting in
-    that pool's queue (its threads busy with other tools) would be recorded as started while
-    it is not, reported "outcome unknown" if the process died meanwhile, and could start
-    after its approval expired. A new thread has no queue; ``start()`` returns once it runs.
-    The database work stays on the event loop (a worker thread blocking on it could wait
-    for the very pool it occupies). Gated calls are few (each waited for a human), so a
-    thread each costs nothing that matters.
+    An async tool is awaited on the event loop at once. A sync tool gets a thread of its own
+    rather than the default pool's: a call waiting in that pool's queue (its threads busy
+    with other tools) would be recorded as started while it is not, reported "outcome
+    unknown" if the process died meanwhile, and could start after its approval expired. A
+    new thread has no queue; ``start()`` returns once it runs. The database work stays on
+    the event loop (a worker thread blocking on it could wait for the very pool it
+    occupies). Gated calls are few (each waited for a human), so a thread each costs nothing
+    that matters.
     """
+    tool = prepared.tool
     implementation = tool.implementation
     assert implementation is not None
-    arguments = _call_arguments(tool, tool_call)
-    if inspect.iscoroutinefunction(implementation):
+    arguments = prepared.arguments(tool_call)
+    if prepared.is_async:
         return await implementation(**arguments)
     context = contextvars.copy_context()
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -166,12 +203,12 @@ async def call_approved_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
 
 def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
     """``tool`` behind the gate; ``policy`` None: calls without an approval just run."""
-    definition = tool_definition(tool)
+    prepared = PreparedTool.of(tool)
 
     async def gate(llm_tool_call: llm.ToolCall, **_arguments: Any) -> Any:
         turn = current_turn.get(None)
         if turn is None and policy is None:
-            return await call_tool(tool, llm_tool_call)
+            return await call_tool(prepared, llm_tool_call)
         if turn is None:
             raise RuntimeError(f"{tool.name} needs approval but no run is being driven")
         if turn.lease_lost:
@@ -180,7 +217,7 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
         if approval is None:
             if policy is None:
                 # Sync tools run in a worker thread, off the event loop (Slack acks).
-                return await call_tool(tool, llm_tool_call)
+                return await call_tool(prepared, llm_tool_call)
             if too_deep(llm_tool_call.arguments, MAX_ARGUMENT_DEPTH):
                 # Hashing, storing and showing the arguments all walk them recursively.
                 return (
@@ -188,10 +225,10 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
                     f"{MAX_ARGUMENT_DEPTH} levels deep; the call was not run and no approval "
                     "was asked for."
                 )
-            turn.drafts.append(_draft(tool.name, llm_tool_call, definition, policy, turn.clock()))
+            turn.drafts.append(_draft(prepared, llm_tool_call, policy, turn.clock()))
             raise ApprovalRequired(f"{tool.name} needs approval")
         try:
-            return await _answer(turn, tool, definition, llm_tool_call, approval)
+            return await _answer(turn, prepared, llm_tool_call, approval)
         except (ApprovalRequired, HandedOver):
             raise
         except LeaseLost:
@@ -202,6 +239,9 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
         except Exception as exc:
             raise _fail(turn, exc) from exc
 
+    # llm asks every call's implementation for its signature (does it take llm_tool_call?):
+    # answered from here it costs nothing.
+    gate.__signature__ = inspect.signature(gate)  # type: ignore[attr-defined]
     # Same name, description and schema: the model sees the original tool.
     return dataclasses.replace(tool, implementation=gate)
 
@@ -243,19 +283,16 @@ def _fail(turn: TurnContext, exc: BaseException) -> GateFailure:
 
 
 def _draft(
-    tool_name: str,
-    tool_call: llm.ToolCall,
-    definition: dict[str, Any],
-    policy: Policy,
-    now: datetime,
+    prepared: PreparedTool, tool_call: llm.ToolCall, policy: Policy, now: datetime
 ) -> ApprovalDraft:
     arguments = dict(tool_call.arguments)
+    tool_name = prepared.tool.name
     return ApprovalDraft(
         id=new_approval_id(),
         tool_call_id=tool_call.tool_call_id or "",
         tool_name=tool_name,
         arguments=arguments,
-        payload_hash=payload_hash(tool_name, arguments, definition),
+        payload_hash=prepared.hasher(tool_name, arguments),
         approvers=list(policy.approvers),
         allow_self_approval=policy.allow_self_approval,
         on_expiry=policy.on_expiry,
@@ -264,15 +301,12 @@ def _draft(
 
 
 async def _answer(
-    turn: TurnContext,
-    tool: llm.Tool,
-    definition: dict[str, Any],
-    tool_call: llm.ToolCall,
-    approval: Any,
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, approval: Any
 ) -> Any:
     status = approval.status
+    tool = prepared.tool
     if status == "approved":
-        return await _execute(turn, tool, definition, tool_call, approval)
+        return await _execute(turn, prepared, tool_call, approval)
     if approval.tool_name != tool.name or canonical_json(approval.arguments) != canonical_json(
         dict(tool_call.arguments)
     ):
@@ -342,17 +376,14 @@ async def answer_unconfigured(turn: TurnContext, tool_call: llm.ToolCall, approv
 
 
 async def _execute(
-    turn: TurnContext,
-    tool: llm.Tool,
-    definition: dict[str, Any],
-    tool_call: llm.ToolCall,
-    approval: Any,
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, approval: Any
 ) -> Any:
     """Run exactly the call that was approved, once, and only if it can start in time."""
+    tool = prepared.tool
     arguments = dict(tool_call.arguments)
     if (
-        payload_hash(tool.name, arguments, definition) != approval.payload_hash
-        or payload_hash(approval.tool_name, approval.arguments, definition) != approval.payload_hash
+        prepared.hasher(tool.name, arguments) != approval.payload_hash
+        or prepared.hasher(approval.tool_name, approval.arguments) != approval.payload_hash
     ):
         reason = (
             f"what was approved no longer matches what would run (the {tool.name} tool's "
@@ -365,7 +396,7 @@ async def _execute(
         return await _not_started(turn, approval, now)
     failpoint("execution_started")
     try:
-        result = await call_approved_tool(tool, tool_call)
+        result = await call_approved_tool(prepared, tool_call)
     except Exception as exc:
         await _record(turn, approval, f"Error: {exc}", failed=True)
         raise ToolRaised(exc) from exc
