@@ -49,7 +49,7 @@ class RawLlm:
         self.connection.execute(SCHEMA)
         self.connection.commit()
 
-    def restart_service(self, service: str) -> str:
+    async def restart_service(self, service: str) -> str:
         """Restart a service."""
         if not self._approved:
             raise llm.PauseChain("needs approval")
