@@ -110,7 +110,12 @@ class PendingFilter:
 
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL_ENCODER.encode(value)
+
+
+# What ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` writes,
+# without building an encoder on every call.
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def payload_hash(tool_name: str, arguments: dict[str, Any], definition: dict[str, Any]) -> str:
