@@ -21,6 +21,7 @@ from bench.peers.common import (
     CommitCounter,
     Peer,
     check_durability,
+    fsync_ms,
 )
 
 BASELINE = "approval-bot"
@@ -107,6 +108,7 @@ async def run_table(
     seconds: dict[str, list[float]] = {key: [] for key, _ in factories}
     keys = list(seconds)
     load_before = load()
+    fsync_before = fsync_ms(directory)
     started = time.monotonic()
     try:
         for key, factory in factories:
@@ -154,6 +156,8 @@ async def run_table(
         "cycles": cycles,
         "load_before": load_before,
         "load_after": load(),
+        "fsync_ms_before": round(fsync_before, 3),
+        "fsync_ms_after": round(fsync_ms(directory), 3),
         "seconds": round(wall, 1),
         "rows": rows,
     }
@@ -322,7 +326,8 @@ def main() -> None:
     for result in results:
         print(
             f"part {result['synchronous']}: load average "
-            f"{result['load_before']} before, {result['load_after']} after"
+            f"{result['load_before']} before, {result['load_after']} after; one fsync "
+            f"{result['fsync_ms_before']:.2f} ms before, {result['fsync_ms_after']:.2f} ms after"
         )
     if any(r["synchronous"] != AT_MOST_ONCE for r in results):
         print()
