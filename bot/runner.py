@@ -33,6 +33,16 @@ from bot import logs
 from bot import metric_hooks as metrics
 from bot.clock import utcnow
 from bot.config import Config
+from bot.decisions import (
+    AlreadyDecided,
+    ApprovalExpired,
+    ApprovalNotFound,
+    Decision,
+    DecisionRefused,
+    NotAllowed,
+    describe_status,
+    ensure_may_decide,
+)
 from bot.failpoints import failpoint
 from bot.gate import (
     ApprovalRequired,
@@ -46,13 +56,23 @@ from bot.gate import (
 from bot.history import settle_history, trailing_calls
 from bot.ids import new_run_id
 from bot.lease import LeaseKeeper
-from bot.policy import refusal_reason
 from storage.models import Approval, Run
 from storage.repository import DecisionOutcome, ExpiryOutcome, LeaseLost, Repository, RunBusy
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RunBusy"]
+# The decisions' refusals live in bot.decisions; callers import them from here too.
+__all__ = [
+    "AlreadyDecided",
+    "ApprovalExpired",
+    "ApprovalNotFound",
+    "Decision",
+    "DecisionRefused",
+    "NotAllowed",
+    "RunBusy",
+    "describe_status",
+    "ensure_may_decide",
+]
 
 # Claimed resumes a runner keeps for ``resume`` (each is one run, as its claim read it): past
 # this, the oldest are dropped, and resuming those starts them from the database.
@@ -115,46 +135,6 @@ class TooManyApprovals(Exception):
             f"the agent asked for {asked} calls that need approval in one response, more "
             f"than the {limit} allowed (max_approvals_per_turn); none was stored or run"
         )
-
-
-class DecisionRefused(Exception):
-    """A decision that was not recorded; ``code`` says why, the message says it for people."""
-
-    code = "refused"
-
-    def __init__(self, message: str, approval: Approval | None = None) -> None:
-        super().__init__(message)
-        self.approval = approval
-
-
-class ApprovalNotFound(DecisionRefused):
-    code = "not_found"
-
-
-class NotAllowed(DecisionRefused):
-    code = "not_allowed"
-
-    def __init__(self, message: str, approval: Approval, reason: str) -> None:
-        super().__init__(message, approval)
-        self.reason = reason
-
-
-class AlreadyDecided(DecisionRefused):
-    code = "already_decided"
-
-
-class ApprovalExpired(DecisionRefused):
-    code = "expired"
-
-    def __init__(self, message: str, approval: Approval, expiry: ExpiryOutcome | None) -> None:
-        super().__init__(message, approval)
-        self.expiry = expiry
-
-
-@dataclass
-class Decision:
-    approval: Approval
-    resume_claimed: bool
 
 
 def default_worker_id() -> str:
@@ -538,42 +518,6 @@ class Runner:
             if outcome is not None:
                 outcomes.append(outcome)
         return outcomes
-
-
-def ensure_may_decide(approval: Approval, actor: str, actor_groups: Collection[str] = ()) -> None:
-    """Raise NotAllowed, with a sentence for the person, unless ``actor`` may decide."""
-    refusal = refusal_reason(
-        actor=actor,
-        requester=approval.requester,
-        approvers=approval.approvers,
-        allow_self_approval=approval.allow_self_approval,
-        actor_groups=actor_groups,
-    )
-    if refusal == "self_approval":
-        raise NotAllowed(
-            "You asked for this call, so someone else must decide it.", approval, refusal
-        )
-    if refusal is not None:
-        raise NotAllowed("You are not one of the approvers of this call.", approval, refusal)
-
-
-def describe_status(approval: Approval) -> str:
-    """One sentence on where an approval stands, for people."""
-    who = f"@{approval.decided_by}" if approval.decided_by else "nobody"
-    when = approval.decided_at.strftime("%Y-%m-%d %H:%M UTC") if approval.decided_at else ""
-    match approval.status:
-        case "pending":
-            return "This approval is still waiting for a decision."
-        case "approved" | "executing" | "executed" | "unknown":
-            return f"Already approved by {who} at {when}."
-        case "denied":
-            return f"Already denied by {who} at {when}."
-        case "expired":
-            deadline = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
-            return f"This approval expired at {deadline} with no decision."
-        case "cancelled":
-            return f"This approval was cancelled: {approval.reason or approval.result}."
-    return f"This approval is {approval.status}."
 
 
 FAILURE_LINE_LIMIT = 500
