@@ -7,7 +7,11 @@ an in-process deterministic ``llm.AsyncModel`` whose own cost is measured separa
 subtracted, so the figures are the framework's overhead: llm's chain machinery, our gate and
 runner, and the SQLite transactions.
 
-Run: ``.venv/bin/python bench/engine_cycle.py [--cycles 2000] [--database PATH]``
+The gated tool is async by default (a fast real tool is I/O: an HTTP call, a queue message),
+awaited on the event loop; ``--tool sync`` measures a plain function instead, which the gate
+runs on a thread of its own so that it cannot block Slack's acknowledgements.
+
+Run: ``.venv/bin/python bench/engine_cycle.py [--cycles 2000] [--database PATH] [--tool sync]``
 
 ``--count-commits N`` also runs N untimed cycles after the timed ones with a trace on every
 SQLite connection and the WAL checkpoints held back, and reports the commits (write and read
@@ -75,9 +79,30 @@ class BenchModel(llm.AsyncModel):
         yield text
 
 
-def restart_service(service: str) -> str:
-    """Restart a service."""
+def restarted(service: str) -> str:
+    """What the benchmark's tool answers (the peers call it from their own tools)."""
     return f"restarted {service}"
+
+
+async def restart_service(service: str) -> str:
+    """Restart a service."""
+    return restarted(service)
+
+
+def _restart_service_sync(service: str) -> str:
+    """Restart a service."""
+    return restarted(service)
+
+
+# The same tool as a plain function (``--tool sync``): the gate runs it on a thread of its
+# own, so that it cannot block the event loop (and Slack's acknowledgements) while it runs.
+restart_service_sync = llm.Tool.function(_restart_service_sync, name="restart_service")
+
+# A real tool that is fast is I/O (an HTTP call, a queue message): async, on the event loop.
+TOOLS = {
+    "async": "bench.engine_cycle:restart_service",
+    "sync": "bench.engine_cycle:restart_service_sync",
+}
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -86,14 +111,15 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[index]
 
 
-async def open_runner(database: Path) -> tuple[Repository, Runner]:
-    """The bot's repository and runner on ``database``, with the benchmark model and tool."""
+async def open_runner(database: Path, tool: str = "async") -> tuple[Repository, Runner]:
+    """The bot's repository and runner on ``database``, with the benchmark model and tool
+    (``tool``: "async", the default, or "sync"; see ``TOOLS``)."""
     prepare_llm()
     register_model(BenchModel())
     config = config_from_dict(
         {
             "model": "bench-deterministic",
-            "tools": ["bench.engine_cycle:restart_service"],
+            "tools": [TOOLS[tool]],
             "policies": {"restart_service": {"approvers": ["U0APPROVER"]}},
         }
     )
@@ -118,8 +144,10 @@ async def cycle(runner: Runner, i: int) -> tuple[float, str]:
     return time.perf_counter() - started - sum(MODEL_SECONDS[model_before:]), paused.run_id
 
 
-async def bench(cycles: int, database: Path, count_commits: int = 0) -> dict[str, Any]:
-    repo, runner = await open_runner(database)
+async def bench(
+    cycles: int, database: Path, count_commits: int = 0, tool: str = "async"
+) -> dict[str, Any]:
+    repo, runner = await open_runner(database, tool)
     per_cycle: list[float] = []
     stored_bytes: list[int] = []
     for i in range(cycles + 50):
@@ -133,6 +161,7 @@ async def bench(cycles: int, database: Path, count_commits: int = 0) -> dict[str
     return {
         **counts,
         "cycles": cycles,
+        "tool": tool,
         "p50_ms": statistics.median(per_cycle) * 1000,
         "p99_ms": percentile(per_cycle, 99) * 1000,
         "mean_ms": statistics.fmean(per_cycle) * 1000,
@@ -237,12 +266,18 @@ def main() -> None:
         default=None,
         help="every SQLite connection's PRAGMA synchronous (default: the bot's own)",
     )
+    parser.add_argument(
+        "--tool",
+        choices=sorted(TOOLS),
+        default="async",
+        help="the gated tool as an async function (default) or a sync one (run on a thread)",
+    )
     args = parser.parse_args()
     if args.synchronous:
         sqlite.SQLITE_SYNCHRONOUS = args.synchronous
     with tempfile.TemporaryDirectory() as tmp:
         database = args.database or Path(tmp) / "bench.db"
-        result = asyncio.run(bench(args.cycles, database, args.count_commits))
+        result = asyncio.run(bench(args.cycles, database, args.count_commits, args.tool))
     result["synchronous"] = sqlite.SQLITE_SYNCHRONOUS
     print(json.dumps(result, indent=2))
 

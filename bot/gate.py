@@ -30,7 +30,7 @@ import dataclasses
 import inspect
 import json
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -44,12 +44,12 @@ from bot.pause_rows import call_context, draft_for, pause_text, refusal
 from bot.pauses import CallContext, Pause, WaitForCallback, current_call
 from bot.policy import Policy
 from bot.tools import tool_definition
+from storage.records import PayloadHasher
 from storage.repository import (
     ApprovalDraft,
     LeaseLost,
     Repository,
     canonical_json,
-    payload_hash,
 )
 
 
@@ -121,20 +121,55 @@ def wrap_tools(tools: list[llm.Tool], policy_for: Callable[[str], Policy | None]
     ]
 
 
-def _call_arguments(tool: llm.Tool, tool_call: llm.ToolCall) -> dict[str, Any]:
-    assert tool.implementation is not None
-    arguments = dict(tool_call.arguments)
-    if "llm_tool_call" in inspect.signature(tool.implementation).parameters:
-        arguments["llm_tool_call"] = tool_call
-    return arguments
+@dataclass(frozen=True)
+class PreparedTool:
+    """What the gate needs of a tool, worked out once when the tool is wrapped, not per call.
+
+    ``inspect.signature`` (about 30 us), the definition the model was shown and the
+    serialized definition inside every payload hash (most of a hash's cost) do not change
+    while the tool is configured.
+    """
+
+    tool: llm.Tool
+    hasher: PayloadHasher
+    is_async: bool
+    takes_tool_call: bool
+
+    @classmethod
+    def of(cls, tool: llm.Tool) -> PreparedTool:
+        implementation = tool.implementation
+        assert implementation is not None
+        return cls(
+            tool=tool,
+            hasher=PayloadHasher(tool_definition(tool)),
+            is_async=inspect.iscoroutinefunction(implementation),
+            takes_tool_call=_takes_tool_call(implementation),
+        )
+
+    def arguments(self, tool_call: llm.ToolCall) -> dict[str, Any]:
+        """The implementation's arguments, as llm would pass them."""
+        arguments = dict(tool_call.arguments)
+        if self.takes_tool_call:
+            arguments["llm_tool_call"] = tool_call
+        return arguments
 
 
-async def call_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
-    """Call the original implementation the way llm would, sync ones off the event loop."""
-    implementation = tool.implementation
+def _takes_tool_call(implementation: Callable[..., Any]) -> bool:
+    try:
+        return "llm_tool_call" in inspect.signature(implementation).parameters
+    except (TypeError, ValueError):  # as llm: no signature, no tool call
+        return False
+
+
+async def call_tool(prepared: PreparedTool, tool_call: llm.ToolCall) -> Any:
+    """Call the original implementation the way llm would, sync ones off the event loop.
+
+    An async implementation is awaited right here: no worker thread, no extra task.
+    """
+    implementation = prepared.tool.implementation
     assert implementation is not None
-    arguments = _call_arguments(tool, tool_call)
-    if inspect.iscoroutinefunction(implementation):
+    arguments = prepared.arguments(tool_call)
+    if prepared.is_async:
         return await implementation(**arguments)
     result = await asyncio.to_thread(implementation, **arguments)
     if inspect.isawaitable(result):
@@ -142,21 +177,23 @@ async def call_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
     return result
 
 
-async def call_approved_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
+async def call_approved_tool(prepared: PreparedTool, tool_call: llm.ToolCall) -> Any:
     """Call an approved tool now: its ``executing`` record is committed, so it must start.
 
-    A sync tool gets a thread of its own rather than the default pool's: a call waiting in
-    that pool's queue (its threads busy with other tools) would be recorded as started while
-    it is not, reported "outcome unknown" if the process died meanwhile, and could start
-    after its approval expired. A new thread has no queue; ``start()`` returns once it runs.
-    The database work stays on the event loop (a worker thread blocking on it could wait
-    for the very pool it occupies). Gated calls are few (each waited for a human), so a
-    thread each costs nothing that matters.
+    An async tool is awaited on the event loop at once. A sync tool gets a thread of its own
+    rather than the default pool's: a call waiting in that pool's queue (its threads busy
+    with other tools) would be recorded as started while it is not, reported "outcome
+    unknown" if the process died meanwhile, and could start after its approval expired. A
+    new thread has no queue; ``start()`` returns once it runs. The database work stays on
+    the event loop (a worker thread blocking on it could wait for the very pool it
+    occupies). Gated calls are few (each waited for a human), so a thread each costs nothing
+    that matters.
     """
+    tool = prepared.tool
     implementation = tool.implementation
     assert implementation is not None
-    arguments = _call_arguments(tool, tool_call)
-    if inspect.iscoroutinefunction(implementation):
+    arguments = prepared.arguments(tool_call)
+    if prepared.is_async:
         return await implementation(**arguments)
     context = contextvars.copy_context()
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -177,12 +214,12 @@ async def call_approved_tool(tool: llm.Tool, tool_call: llm.ToolCall) -> Any:
 
 def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
     """``tool`` behind the gate; ``policy`` None: calls without an approval just run."""
-    definition = tool_definition(tool)
+    prepared = PreparedTool.of(tool)
 
     async def gate(llm_tool_call: llm.ToolCall, **_arguments: Any) -> Any:
         turn = current_turn.get(None)
         if turn is None and policy is None:
-            return await call_tool(tool, llm_tool_call)
+            return await call_tool(prepared, llm_tool_call)
         if turn is None:
             raise RuntimeError(f"{tool.name} needs approval but no run is being driven")
         if turn.lease_lost:
@@ -190,7 +227,7 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
         approval = turn.take_approval(llm_tool_call)
         if approval is not None and approval.kind != "approval":
             try:
-                return await _answer_pause(turn, tool, definition, llm_tool_call, approval)
+                return await _answer_pause(turn, prepared, llm_tool_call, approval)
             except (ApprovalRequired, HandedOver):
                 raise
             except LeaseLost:
@@ -204,7 +241,7 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
             if policy is None:
                 # Sync tools run in a worker thread, off the event loop (Slack acks).
                 try:
-                    return await _pausable(turn, tool, definition, llm_tool_call, call_tool)
+                    return await _pausable(turn, prepared, llm_tool_call)
                 except (ApprovalRequired, HandedOver):
                     raise
                 except ToolRaised as raised:
@@ -221,10 +258,10 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
                     f"{MAX_ARGUMENT_DEPTH} levels deep; the call was not run and no approval "
                     "was asked for."
                 )
-            turn.drafts.append(_draft(tool.name, llm_tool_call, definition, policy, turn.clock()))
+            turn.drafts.append(_draft(prepared, llm_tool_call, policy, turn.clock()))
             raise ApprovalRequired(f"{tool.name} needs approval")
         try:
-            return await _answer(turn, tool, definition, llm_tool_call, approval)
+            return await _answer(turn, prepared, llm_tool_call, approval)
         except (ApprovalRequired, HandedOver):
             raise
         except LeaseLost:
@@ -235,6 +272,9 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
         except Exception as exc:
             raise _fail(turn, exc) from exc
 
+    # llm asks every call's implementation for its signature (does it take llm_tool_call?):
+    # answered from here it costs nothing.
+    gate.__signature__ = inspect.signature(gate)  # type: ignore[attr-defined]
     # Same name, description and schema: the model sees the original tool.
     return dataclasses.replace(tool, implementation=gate)
 
@@ -276,19 +316,16 @@ def _fail(turn: TurnContext, exc: BaseException) -> GateFailure:
 
 
 def _draft(
-    tool_name: str,
-    tool_call: llm.ToolCall,
-    definition: dict[str, Any],
-    policy: Policy,
-    now: datetime,
+    prepared: PreparedTool, tool_call: llm.ToolCall, policy: Policy, now: datetime
 ) -> ApprovalDraft:
     arguments = dict(tool_call.arguments)
+    tool_name = prepared.tool.name
     return ApprovalDraft(
         id=new_approval_id(),
         tool_call_id=tool_call.tool_call_id or "",
         tool_name=tool_name,
         arguments=arguments,
-        payload_hash=payload_hash(tool_name, arguments, definition),
+        payload_hash=prepared.hasher(tool_name, arguments),
         approvers=list(policy.approvers),
         allow_self_approval=policy.allow_self_approval,
         on_expiry=policy.on_expiry,
@@ -297,15 +334,12 @@ def _draft(
 
 
 async def _answer(
-    turn: TurnContext,
-    tool: llm.Tool,
-    definition: dict[str, Any],
-    tool_call: llm.ToolCall,
-    approval: Any,
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, approval: Any
 ) -> Any:
     status = approval.status
+    tool = prepared.tool
     if status == "approved":
-        return await _execute(turn, tool, definition, tool_call, approval)
+        return await _execute(turn, prepared, tool_call, approval)
     if approval.tool_name != tool.name or canonical_json(approval.arguments) != canonical_json(
         dict(tool_call.arguments)
     ):
@@ -383,17 +417,14 @@ async def answer_unconfigured(turn: TurnContext, tool_call: llm.ToolCall, approv
 
 
 async def _execute(
-    turn: TurnContext,
-    tool: llm.Tool,
-    definition: dict[str, Any],
-    tool_call: llm.ToolCall,
-    approval: Any,
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, approval: Any
 ) -> Any:
     """Run exactly the call that was approved, once, and only if it can start in time."""
+    tool = prepared.tool
     arguments = dict(tool_call.arguments)
     if (
-        payload_hash(tool.name, arguments, definition) != approval.payload_hash
-        or payload_hash(approval.tool_name, approval.arguments, definition) != approval.payload_hash
+        prepared.hasher(tool.name, arguments) != approval.payload_hash
+        or prepared.hasher(approval.tool_name, approval.arguments) != approval.payload_hash
     ):
         reason = (
             f"what was approved no longer matches what would run (the {tool.name} tool's "
@@ -404,15 +435,11 @@ async def _execute(
     now = turn.clock()
     if not await turn.repo.begin_execution(approval.id, now=now, owner=turn.owner):
         return await _not_started(turn, approval, now)
-    return await _run_recorded(turn, tool, definition, tool_call, approval)
+    return await _run_recorded(turn, prepared, tool_call, approval)
 
 
 async def _run_recorded(
-    turn: TurnContext,
-    tool: llm.Tool,
-    definition: dict[str, Any],
-    tool_call: llm.ToolCall,
-    row: Any,
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, row: Any
 ) -> Any:
     """Run a call whose start is recorded (``executing``), and record how it ended.
 
@@ -422,10 +449,10 @@ async def _run_recorded(
     once it has returned.
     """
     failpoint("execution_started")
-    call = call_context(turn, tool, tool_call)
+    call = call_context(turn, prepared.tool, tool_call)
     token = current_call.set(call)
     try:
-        result = await call_approved_tool(tool, tool_call)
+        result = await call_approved_tool(prepared, tool_call)
     except Pause as pause:
         current_call.reset(token)
         refused = await _refused(turn, call, pause)
@@ -433,7 +460,7 @@ async def _run_recorded(
         await _record(turn, row, text, failed=False)
         if refused is not None:
             return refused
-        _pause_call(turn, tool, definition, tool_call, call, pause)
+        _pause_call(turn, prepared, tool_call, call, pause)
     except Exception as exc:
         current_call.reset(token)
         await _disarm(turn, call, f"the tool raised {type(exc).__name__}")
@@ -451,25 +478,19 @@ async def _run_recorded(
 # -- the other pauses (bot.pauses) ---------------------------------------------------------
 
 
-async def _pausable(
-    turn: TurnContext,
-    tool: llm.Tool,
-    definition: dict[str, Any],
-    tool_call: llm.ToolCall,
-    run: Callable[[llm.Tool, llm.ToolCall], Awaitable[Any]],
-) -> Any:
+async def _pausable(turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall) -> Any:
     """Run an ungated call; a pause it raises becomes the call's row (drafted for the
     pause that follows). The tool's own errors go back to llm as they always did."""
-    call = call_context(turn, tool, tool_call)
+    call = call_context(turn, prepared.tool, tool_call)
     token = current_call.set(call)
     try:
-        result = await run(tool, tool_call)
+        result = await call_tool(prepared, tool_call)
     except Pause as pause:
         current_call.reset(token)
         refused = await _refused(turn, call, pause)
         if refused is not None:
             return refused
-        _pause_call(turn, tool, definition, tool_call, call, pause)
+        _pause_call(turn, prepared, tool_call, call, pause)
     except Exception as exc:
         current_call.reset(token)
         await _disarm(turn, call, f"the tool raised {type(exc).__name__}")
@@ -495,47 +516,40 @@ async def _refused(turn: TurnContext, call: CallContext, pause: Pause) -> str | 
 
 def _pause_call(
     turn: TurnContext,
-    tool: llm.Tool,
-    definition: dict[str, Any],
+    prepared: PreparedTool,
     tool_call: llm.ToolCall,
     call: CallContext,
     pause: Pause,
 ) -> None:
     """Draft this call's row for the pause and raise it (``refusal`` found nothing wrong)."""
-    turn.drafts.append(draft_for(turn, tool.name, definition, tool_call, call.armed_id, pause))
+    name = prepared.tool.name
+    turn.drafts.append(draft_for(turn, name, prepared.hasher, tool_call, call.armed_id, pause))
     raise ApprovalRequired(str(pause))
 
 
 async def _answer_pause(
-    turn: TurnContext,
-    tool: llm.Tool,
-    definition: dict[str, Any],
-    tool_call: llm.ToolCall,
-    row: Any,
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, row: Any
 ) -> Any:
     """The result of a call that paused for a question, a callback or a retry."""
+    tool = prepared.tool
     if row.tool_name != tool.name:
         raise RuntimeError(f"{row.kind} {row.id} is for {row.tool_name}, not for this call")
     if row.status == "pending":
         turn.still_pending.append(row.id)
         raise ApprovalRequired(f"{tool.name} still waits")
     if row.kind == "retry" and row.status == "due":
-        return await _retry(turn, tool, definition, tool_call, row)
+        return await _retry(turn, prepared, tool_call, row)
     if row.status == "executing":
         return await _outcome_unknown(turn, row)
     return decision_text(row)
 
 
 async def _retry(
-    turn: TurnContext,
-    tool: llm.Tool,
-    definition: dict[str, Any],
-    tool_call: llm.ToolCall,
-    row: Any,
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, row: Any
 ) -> Any:
     """Run a call again at its retry time: the same call (checked by hash), at most once."""
-    arguments = dict(tool_call.arguments)
-    if payload_hash(tool.name, arguments, definition) != row.payload_hash:
+    tool = prepared.tool
+    if prepared.hasher(tool.name, dict(tool_call.arguments)) != row.payload_hash:
         reason = (
             f"the {tool.name} tool's definition or the call's arguments changed since the "
             "retry was scheduled"
@@ -549,7 +563,7 @@ async def _retry(
         if current is not None and current.status == "executing":
             return await _outcome_unknown(turn, current)
         return decision_text(current or row)
-    return await _run_recorded(turn, tool, definition, tool_call, row)
+    return await _run_recorded(turn, prepared, tool_call, row)
 
 
 async def _record(turn: TurnContext, approval: Any, text: str, *, failed: bool) -> None:

@@ -17,7 +17,8 @@ import llm
 
 from bot.ids import new_approval_id
 from bot.pauses import AskUser, CallContext, Pause, RetryAt, WaitForCallback
-from storage.repository import ApprovalDraft, ArmedCallback, payload_hash
+from storage.records import PayloadHasher
+from storage.repository import ApprovalDraft, ArmedCallback
 
 if TYPE_CHECKING:
     from bot.gate import TurnContext
@@ -64,7 +65,7 @@ def refusal(pause: Pause, *, now: datetime, max_retry_wait: timedelta) -> str | 
 def draft_for(
     turn: TurnContext,
     tool_name: str,
-    definition: dict[str, Any],
+    hasher: PayloadHasher,
     tool_call: llm.ToolCall,
     armed_id: str | None,
     pause: Pause,
@@ -81,7 +82,7 @@ def draft_for(
         "tool_call_id": tool_call.tool_call_id or "",
         "tool_name": tool_name,
         "arguments": arguments,
-        "payload_hash": payload_hash(tool_name, arguments, definition),
+        "payload_hash": hasher(tool_name, arguments),
         "approvers": [],
         "allow_self_approval": False,
     }

@@ -148,16 +148,43 @@ class PendingFilter:
 
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL_ENCODER.encode(value)
+
+
+# What ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` writes,
+# without building an encoder on every call.
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def payload_hash(tool_name: str, arguments: dict[str, Any], definition: dict[str, Any]) -> str:
     """Hash of exactly what would run: the tool, its arguments and the tool's definition.
 
     Taken over the values as stored (:mod:`storage.values`): the call that runs after the
-    approval is rebuilt from the stored history, so that is what is approved.
+    approval is rebuilt from the stored history, so that is what is approved. The material is
+    ``canonical_json(storable({"tool": …, "arguments": …, "definition": …}))``; stored
+    approvals carry hashes of it, so it never changes.
     """
-    material = canonical_json(
-        storable({"tool": tool_name, "arguments": arguments, "definition": definition})
-    )
-    return hashlib.sha256(material.encode()).hexdigest()
+    return PayloadHasher(definition)(tool_name, arguments)
+
+
+class PayloadHasher:
+    """:func:`payload_hash` for one tool definition, serialized once instead of per call.
+
+    The definition holds the tool's whole input schema; walking and serializing it was most
+    of a hash's cost, on every gated call (three times per approved call). The material is
+    assembled from the canonical JSON of its three parts in sorted key order, which is
+    byte for byte what ``canonical_json`` writes for the whole object: the same digests.
+    """
+
+    __slots__ = ("_definition",)
+
+    def __init__(self, definition: dict[str, Any]) -> None:
+        self._definition = canonical_json(storable(definition))
+
+    def __call__(self, tool_name: str, arguments: dict[str, Any]) -> str:
+        material = (
+            f'{{"arguments":{canonical_json(storable(arguments))},'
+            f'"definition":{self._definition},'
+            f'"tool":{canonical_json(storable(tool_name))}}}'
+        )
+        return hashlib.sha256(material.encode()).hexdigest()

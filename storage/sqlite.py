@@ -128,10 +128,26 @@ def sqlite_datetime(value: datetime) -> str:
     return value.isoformat(" ", "microseconds")
 
 
+# Parameter types sqlite3 binds as they are (bool is an int): nothing to convert.
+_BOUND_AS_IS = frozenset((int, float, bool, bytes, type(None)))
+
+
 def _sqlite_params(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``params`` as bound: text through :func:`storable_text`, datetimes as SQLAlchemy stores
+    them. Most values (ids, plain ASCII text, numbers) need nothing: they are checked inline
+    rather than through a call each, on every statement of every transaction."""
     if not params:
         return {}
-    return {k: _sqlite_value(v) for k, v in params.items()}
+    converted = dict(params)
+    for key, value in params.items():
+        kind = value.__class__
+        if kind is str:
+            if value.isascii() and "\x00" not in value:
+                continue
+        elif kind in _BOUND_AS_IS:
+            continue
+        converted[key] = _sqlite_value(value)
+    return converted
 
 
 def _sqlite_value(value: Any) -> Any:

@@ -30,6 +30,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # a false alarm, which only costs a walk; nothing odd goes unseen.
 _JSON_ESCAPES = re.compile(r"\\u(?:d[89ab][0-9a-f]{2}\\ud[c-f][0-9a-f]{2}|(0000|d[89a-f]))")
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+# ``json.dumps(value, allow_nan=False)`` builds an encoder per call (any non-default argument
+# does); JSON columns and audit details are written several times per transaction.
+_STRICT_ENCODER = json.JSONEncoder(allow_nan=False)
 
 
 def storable_text(text: str) -> str:
@@ -63,7 +66,7 @@ def json_text(value: Any) -> str:
     Checks the serialized text (C speed) and walks the value only when something needs it.
     """
     try:
-        text = json.dumps(value, allow_nan=False)
+        text = _STRICT_ENCODER.encode(value)
     except ValueError:  # NaN or an infinity somewhere
         return json.dumps(storable(value))
     if "\\u0000" not in text and "\\ud" not in text:

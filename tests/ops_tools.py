@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 EXECUTED: list[tuple[str, dict]] = []
 
@@ -50,3 +51,15 @@ def _log_line(path: str, line: str) -> None:
         file.write(line + "\n")
         file.flush()
         os.fsync(file.fileno())
+
+
+def tag_service(service: str, llm_tool_call: Any) -> str:
+    """Tag a service (sees the call it answers, as llm passes it to such tools)."""
+    EXECUTED.append(("tag_service", {"service": service, "call": llm_tool_call.tool_call_id}))
+    return f"tagged {service}"
+
+
+async def untag_service(service: str, llm_tool_call: Any) -> str:
+    """Untag a service (async; sees the call it answers)."""
+    EXECUTED.append(("untag_service", {"service": service, "call": llm_tool_call.tool_call_id}))
+    return f"untagged {service}"

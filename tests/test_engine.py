@@ -20,7 +20,7 @@ from bot.runner import (
 )
 from storage.repository import Repository
 from tests import ops_tools
-from tests.conftest import Database, make_config
+from tests.conftest import BASE_CONFIG, Database, make_config
 from tests.scripted_model import ScriptedModel
 
 FAIL_EXECUTING_WRITES = {
@@ -128,6 +128,27 @@ async def test_two_gated_calls_need_both_decisions(runner: Runner, repo: Reposit
     assert resumed.status == "completed"
     assert executed("restart_service") == [{"service": "web"}]
     assert executed("deploy") == [{"service": "api", "version": "2.0"}]
+
+
+async def test_tools_that_take_llm_tool_call_get_their_call_gated_or_not(
+    database: Database,
+) -> None:
+    tools = [*BASE_CONFIG["tools"], "tests.ops_tools:tag_service", "tests.ops_tools:untag_service"]
+    policies = {**BASE_CONFIG["policies"], "untag_service": {"approvers": ["U0APPROVER1"]}}
+    runner = Runner(
+        await database.open(), make_config(tools=tools, policies=policies), worker_id="w"
+    )
+    outcome = await runner.start(
+        request(calls(("tag_service", {"service": "web"}), ("untag_service", {"service": "api"})))
+    )
+    assert outcome.status == "paused"
+    (approval,) = outcome.new_approvals
+    tag_call = [c for t, c in ops_tools.EXECUTED if t == "tag_service"]
+    assert len(tag_call) == 1 and tag_call[0]["call"] not in ("", None, approval.tool_call_id)
+    decision = await runner.decide(approval.id, actor="U0APPROVER1", approve=True)
+    assert decision.resume_claimed
+    assert (await runner.resume(outcome.run_id)).status == "completed"
+    assert executed("untag_service") == [{"service": "api", "call": approval.tool_call_id}]
 
 
 async def test_deny_with_reason_never_runs_the_tool(runner: Runner) -> None:

@@ -359,6 +359,27 @@ async def test_a_worker_that_lost_its_lease_mid_tool_records_the_result_quietly(
     assert trail[-1].detail.get("after_outcome_unknown") is True
 
 
+async def test_a_drive_longer_than_its_lease_keeps_renewing_it(database: Database) -> None:
+    config = held_config()
+    config.run_lease = timedelta(seconds=1)  # renewed every third of a second
+    repo_a = await database.open()
+    slow = Runner(repo_a, config, worker_id="worker-a")
+    paused = await slow.start(request(calls(("held_restart", {"service": "web"}))))
+    [approval] = paused.new_approvals
+    assert (await slow.decide(approval.id, actor="U0APPROVER1", approve=True)).resume_claimed
+    drive_a = asyncio.create_task(slow.resume(paused.run_id))
+    await held_tools.HOLD.started.wait()
+
+    await asyncio.sleep(2.5)  # two and a half leases inside the tool
+    rescuer = Runner(await database.open(), config, worker_id="worker-b")
+    assert await rescuer.take_over_stale_runs() == [], "the lease was kept"
+
+    held_tools.HOLD.release.set()
+    outcome = await drive_a
+    assert outcome.status == "completed", outcome.error
+    assert executed("held_restart") == [{"service": "web"}]
+
+
 async def test_two_drives_of_one_run_in_one_process_are_fenced(database: Database) -> None:
     clock = Clock()
     repo = await database.open()

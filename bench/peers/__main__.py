@@ -21,9 +21,13 @@ from bench.peers.common import (
     CommitCounter,
     Peer,
     check_durability,
+    fsync_ms,
 )
 
 BASELINE = "approval-bot"
+# Rows at approval-bot's own durability in the at-most-once comparison (the floor replays
+# its transactions, at the level each was committed at).
+SHIPPED = (BASELINE, "approval-bot-sync-tool", "sqlite-floor")
 
 
 def peer_factories() -> tuple[list[tuple[str, Callable[[], Peer]]], list[str]]:
@@ -33,6 +37,7 @@ def peer_factories() -> tuple[list[tuple[str, Callable[[], Peer]]], list[str]]:
     from bench.peers.approval_bot import ApprovalBot
 
     factories.append((BASELINE, ApprovalBot))
+    factories.append(("approval-bot-sync-tool", lambda: ApprovalBot("sync")))
     try:
         from bench.peers.langgraph_cycle import LangGraph
 
@@ -58,6 +63,34 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+AT_MOST_ONCE = "at-most-once"
+
+
+def setting_for(part: str, key: str) -> str:
+    """The PRAGMA synchronous a peer runs at in one part of the run.
+
+    In the at-most-once part approval-bot (and the floor, its transactions) runs as shipped,
+    NORMAL with its ``executing`` commit raised to FULL (see ``shipped_setting``), and every
+    other peer at FULL: the setting at which what a peer stored before its tool ran survives
+    a power cut.
+    """
+    if part != AT_MOST_ONCE:
+        return part
+    return shipped_setting() if key in SHIPPED else "FULL"
+
+
+def shipped_setting() -> str:
+    """approval-bot's setting for the at-most-once part: NORMAL when its repository raises
+    the ``executing`` commit to a durable level (``storage.sqlite.SQLITE_DURABLE_SYNCHRONOUS``),
+    else FULL (every commit durable: the only way to keep the promise without that)."""
+    from storage import sqlite
+
+    durable = getattr(sqlite, "SQLITE_DURABLE_SYNCHRONOUS", None)
+    if durable is not None and SYNCHRONOUS_LEVELS[durable.upper()] >= SYNCHRONOUS_LEVELS["FULL"]:
+        return "NORMAL"
+    return "FULL"
+
+
 async def run_table(
     factories: list[tuple[str, Callable[[], Peer]]],
     synchronous: str,
@@ -65,19 +98,22 @@ async def run_table(
     warmup: int,
     directory: Path,
 ) -> dict[str, Any]:
-    """Every peer at one synchronous setting, interleaved: one cycle each per round."""
+    """Every peer at one synchronous setting (or the at-most-once part's), interleaved: one
+    cycle each per round."""
     peers: dict[str, Peer] = {}
     counter = CommitCounter()
     commits: dict[str, int] = {}
+    fsynced: dict[str, int] = {}
     stored: dict[str, int | None] = {}
     seconds: dict[str, list[float]] = {key: [] for key, _ in factories}
     keys = list(seconds)
     load_before = load()
+    fsync_before = fsync_ms(directory)
     started = time.monotonic()
     try:
         for key, factory in factories:
             peers[key] = factory()
-            await peers[key].open(directory, synchronous)
+            await peers[key].open(directory, setting_for(synchronous, key))
         for i in range(warmup + cycles):
             # Rotate the order each round: no peer always runs right after another one.
             shift = i % len(keys)
@@ -85,13 +121,14 @@ async def run_table(
                 peer = peers[key]
                 if i == warmup - 1:  # the last warm-up cycle, untimed: count its commits
                     await peer.settle()
-                    check_durability(peer.connections(), synchronous)
+                    check_durability(peer.connections(), setting_for(synchronous, key))
                     peer.measuring = True
                     with counter.counting(*peer.connections()):
                         await peer.cycle(i)
                         await peer.settle()
                     peer.measuring = False
                     commits[key] = counter.count
+                    fsynced[key] = counter.fsynced
                     stored[key] = await peer.stored_at_pause()
                     continue
                 elapsed = await peer.cycle(i)
@@ -106,7 +143,9 @@ async def run_table(
         rows[key] = {
             "name": peers[key].name,
             "durability": peers[key].durability,
+            "synchronous": setting_for(synchronous, key),
             "commits_per_cycle": commits.get(key),
+            "fsynced_commits_per_cycle": fsynced.get(key),
             "bytes_at_pause": stored.get(key),
             "p50_ms": statistics.median(values) * 1000,
             "p99_ms": engine_cycle.percentile(values, 99) * 1000,
@@ -117,6 +156,8 @@ async def run_table(
         "cycles": cycles,
         "load_before": load_before,
         "load_after": load(),
+        "fsync_ms_before": round(fsync_before, 3),
+        "fsync_ms_after": round(fsync_ms(directory), 3),
         "seconds": round(wall, 1),
         "rows": rows,
     }
@@ -124,10 +165,11 @@ async def run_table(
 
 def table(results: list[dict[str, Any]]) -> str:
     """One markdown table: p50/p99 per cycle and the ratio to approval-bot, per setting."""
-    settings = [r["synchronous"] for r in results]
+    results = [r for r in results if r["synchronous"] != AT_MOST_ONCE]
     head = ["per cycle, ms", "commits", "bytes at pause"]
-    for setting in settings:
-        head += [f"{setting}: p50", "p99", "p50 ÷ approval-bot"]
+    for result in results:
+        setting = result["synchronous"]
+        head += [f"{setting}: fsynced commits", "p50", "p99", "p50 ÷ approval-bot"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     first = results[0]["rows"]
     for key, row in first.items():
@@ -136,9 +178,111 @@ def table(results: list[dict[str, Any]]) -> str:
         for result in results:
             r = result["rows"][key]
             base = result["rows"][BASELINE]["p50_ms"]
-            cells += [f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['p50_ms'] / base:.2f}×"]
+            cells += [
+                str(r["fsynced_commits_per_cycle"]),
+                f"{r['p50_ms']:.2f}",
+                f"{r['p99_ms']:.2f}",
+                f"{r['p50_ms'] / base:.2f}×",
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def at_most_once(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """approval-bot at the durability its at-most-once promise needs, beside every peer at
+    FULL (the setting at which what a peer stored before its tool ran survives a power cut).
+
+    The bot needs its ``executing`` record on disk before the tool runs: at NORMAL it
+    commits that one at FULL (its fsynced commits say whether it did). From the at-most-once
+    part, where they ran interleaved; without it, from the NORMAL and FULL halves (the bot's
+    NORMAL half if it raised that commit, else its FULL half). None without either.
+    """
+    by_setting = {r["synchronous"]: r["rows"] for r in results}
+    normal = by_setting.get("NORMAL")
+    if AT_MOST_ONCE in by_setting:
+        part = by_setting[AT_MOST_ONCE]
+        source = "interleaved in one part"
+    elif "FULL" in by_setting:
+        part = None
+        source = "from the NORMAL and FULL halves"
+    else:
+        return None
+
+    def shipped(key: str) -> tuple[dict[str, Any], str]:
+        """The row at the durability approval-bot ships."""
+        row = part[key] if part is not None else None
+        if row is None:
+            raised = normal is not None and (normal[key]["fsynced_commits_per_cycle"] or 0) >= 1
+            row = normal[key] if raised and normal is not None else by_setting["FULL"][key]
+        if row["synchronous"] == "NORMAL" and (row["fsynced_commits_per_cycle"] or 0) >= 1:
+            return row, "NORMAL, the `executing` commit at FULL"
+        return row, row["synchronous"]
+
+    bot, bot_setting = shipped(BASELINE)
+    rows = {}
+    keys = part if part is not None else by_setting["FULL"]
+    for key in keys:
+        if key in SHIPPED:
+            chosen, durability = shipped(key)
+        else:
+            chosen = part[key] if part is not None else by_setting["FULL"][key]
+            durability = chosen["synchronous"]
+        rows[key] = {
+            "name": chosen["name"],
+            "durability": durability,
+            "p50_ms": chosen["p50_ms"],
+            "p99_ms": chosen["p99_ms"],
+            "ratio": chosen["p50_ms"] / bot["p50_ms"],
+            "ratio_at_normal": (
+                normal[key]["p50_ms"] / normal[BASELINE]["p50_ms"]
+                if normal is not None and key not in SHIPPED
+                else None
+            ),
+        }
+    return {"approval_bot_durability": bot_setting, "source": source, "rows": rows}
+
+
+def at_most_once_table(summary: dict[str, Any]) -> str:
+    head = ["per cycle, ms", "durability", "p50", "p99", "p50 ÷ approval-bot"]
+    head.append("both at NORMAL: p50 ÷ approval-bot")
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for row in summary["rows"].values():
+        at_normal = "" if row["ratio_at_normal"] is None else f"{row['ratio_at_normal']:.2f}×"
+        cells = [row["name"], row["durability"], f"{row['p50_ms']:.2f}", f"{row['p99_ms']:.2f}"]
+        cells += [f"{row['ratio']:.2f}×", at_normal]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def targets(summary: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
+    """Issue 11's targets, each met or not, from this run's figures."""
+    bot = summary["rows"][BASELINE]
+    lines = []
+
+    def judge(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    lines.append(
+        f"cycle p50 <= 1.0 ms at the at-most-once durability: {bot['p50_ms']:.2f} ms, "
+        f"{judge(bot['p50_ms'] <= 1.0)}"
+    )
+    langgraph = summary["rows"].get("langgraph-default")
+    if langgraph is not None:
+        at_normal = langgraph["ratio_at_normal"]
+        normal_text = "" if at_normal is None else f" (both at NORMAL: {at_normal:.2f}×)"
+        lines.append(
+            f">= 5× faster than LangGraph's default durability, both durable before the tool "
+            f"(LangGraph at FULL): {langgraph['ratio']:.2f}×{normal_text}, "
+            f"{judge(langgraph['ratio'] >= 5)}"
+        )
+    stored = results[0]["rows"][BASELINE]["bytes_at_pause"]
+    if stored is not None:
+        lines.append(f"<= 2 KB stored per paused run: {stored:,} bytes, {judge(stored <= 2048)}")
+    lines.append(
+        f"p99 <= 3× p50 at the at-most-once durability: {bot['p99_ms']:.2f} ms = "
+        f"{bot['p99_ms'] / bot['p50_ms']:.1f}× p50, {judge(bot['p99_ms'] <= 3 * bot['p50_ms'])}"
+    )
+    return lines
 
 
 def main() -> None:
@@ -147,17 +291,25 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50, help="untimed cycles first")
     parser.add_argument(
         "--synchronous",
-        default=",".join(SYNCHRONOUS_SETTINGS),
-        help="PRAGMA synchronous settings, one table part each (default: NORMAL,FULL)",
+        default=",".join([*SYNCHRONOUS_SETTINGS, AT_MOST_ONCE]),
+        help=(
+            "the parts of the run, in order: PRAGMA synchronous settings for every peer, or "
+            f"{AT_MOST_ONCE!r} (approval-bot as shipped, every other peer at FULL); "
+            f"default: NORMAL,FULL,{AT_MOST_ONCE}"
+        ),
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
     args = parser.parse_args()
     if args.warmup < 1:
         parser.error("--warmup must be at least 1 (its last cycle counts the commits)")
     settings = [s.strip().upper() for s in args.synchronous.split(",") if s.strip()]
+    settings = [AT_MOST_ONCE if s == AT_MOST_ONCE.upper() else s for s in settings]
     for setting in settings:
-        if setting not in SYNCHRONOUS_LEVELS:
-            parser.error(f"--synchronous: {setting!r} is not a SQLite synchronous setting")
+        if setting not in SYNCHRONOUS_LEVELS and setting != AT_MOST_ONCE:
+            parser.error(
+                f"--synchronous: {setting!r} is not a SQLite synchronous setting "
+                f"nor {AT_MOST_ONCE!r}"
+            )
     factories, missing = peer_factories()
     results = []
     for setting in settings:
@@ -166,25 +318,42 @@ def main() -> None:
             result = asyncio.run(run_table(factories, setting, args.cycles, args.warmup, Path(tmp)))
         results.append(result)
         print(
-            f"synchronous = {setting}: {args.cycles} cycles each in {result['seconds']} s, "
+            f"part {setting}: {args.cycles} cycles each in {result['seconds']} s, "
             f"load {result['load_before']} -> {result['load_after']}",
             file=sys.stderr,
         )
     print(f"{os.cpu_count()} cores; SQLite WAL; {args.cycles} cycles per peer, interleaved")
     for result in results:
         print(
-            f"synchronous = {result['synchronous']}: load average "
-            f"{result['load_before']} before, {result['load_after']} after"
+            f"part {result['synchronous']}: load average "
+            f"{result['load_before']} before, {result['load_after']} after; one fsync "
+            f"{result['fsync_ms_before']:.2f} ms before, {result['fsync_ms_after']:.2f} ms after"
         )
-    print()
-    print(table(results))
+    if any(r["synchronous"] != AT_MOST_ONCE for r in results):
+        print()
+        print(table(results))
+        print(
+            "\n'fsynced commits': commits made at synchronous = FULL (each waits for an fsync "
+            "of the WAL); at NORMAL a commit is durable only at the next checkpoint."
+        )
+    summary = at_most_once(results)
+    if summary is not None:
+        print(
+            "\nAt the durability at-most-once needs (what was stored before the tool ran "
+            "survives a power cut): approval-bot as shipped, every peer at FULL, "
+            f"{summary['source']}.\n"
+        )
+        print(at_most_once_table(summary))
+        print("\nTargets (issue 11):")
+        for line in targets(summary, results):
+            print(f"- {line}")
     print("\nHow each is set to the setting (every connection checked: WAL, that level):")
     for row in results[0]["rows"].values():
         print(f"- {row['name']}: {row['durability']}")
     for line in missing:
         print(f"\nNot measured: {line}")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps({"tables": results, "at_most_once": summary}, indent=2))
 
 
 if __name__ == "__main__":

@@ -23,10 +23,22 @@ async def settle(repo: Repository) -> None:
 
 
 class ApprovalBot:
-    name = "approval-bot (`bench/engine_cycle.py`)"
-    durability = "every connection's PRAGMA synchronous (`storage.sqlite.SQLITE_SYNCHRONOUS`)"
+    """``tool``: the gated tool as an async function (the default, as engine_cycle's) or a
+    sync one, which the gate runs on a thread of its own (see bot/gate.py)."""
 
-    def __init__(self) -> None:
+    durability = "every connection's PRAGMA synchronous (`storage.sqlite.SQLITE_SYNCHRONOUS`)" + (
+        "; the repository raises it to FULL for the `executing` commit when it is lower"
+        if hasattr(sqlite, "SQLITE_DURABLE_SYNCHRONOUS")
+        else ""
+    )
+
+    def __init__(self, tool: str = "async") -> None:
+        self.tool = tool
+        self.name = (
+            "approval-bot (`bench/engine_cycle.py`), async tool"
+            if tool == "async"
+            else "approval-bot, the same with a sync tool (run on a thread of its own)"
+        )
         self.repo: Repository | None = None
         self.runner: Runner | None = None
         self._synchronous_before = sqlite.SQLITE_SYNCHRONOUS
@@ -36,7 +48,8 @@ class ApprovalBot:
     async def open(self, directory: Path, synchronous: str) -> None:
         # Read whenever a connection opens (the writer thread's opens later): kept until close.
         sqlite.SQLITE_SYNCHRONOUS = synchronous
-        self.repo, self.runner = await engine_cycle.open_runner(directory / "approval-bot.db")
+        database = directory / f"approval-bot-{self.tool}.db"
+        self.repo, self.runner = await engine_cycle.open_runner(database, self.tool)
 
     async def cycle(self, i: int) -> float:
         assert self.runner is not None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -65,7 +67,12 @@ def check_durability(connections: list[sqlite3.Connection], synchronous: str) ->
 
 
 class CommitCounter:
-    """Counts the COMMITs SQLite runs on some connections (trace callbacks), while enabled.
+    """Counts the COMMITs SQLite runs on some connections (trace callbacks), while enabled,
+    and how many of them were made at ``synchronous = FULL`` or above (each fsyncs the WAL).
+
+    A connection's level is followed from the ``PRAGMA synchronous`` statements it runs
+    (approval-bot raises it to FULL around its ``executing`` commit), starting from the level
+    it has when counting starts.
 
     Used on one cycle after the warm-up, never on a timed one: a trace callback costs time.
     Only set or cleared while no other thread uses the connections (``Peer.settle``):
@@ -75,16 +82,27 @@ class CommitCounter:
 
     def __init__(self) -> None:
         self.count = 0
+        self.fsynced = 0
 
-    def _trace(self, statement: str) -> None:
-        if statement.strip().upper().startswith(("COMMIT", "END")):
-            self.count += 1
+    def _tracer(self, level: int) -> Callable[[str], None]:
+        def trace(statement: str) -> None:
+            nonlocal level
+            verb = statement.strip().upper()
+            if verb.startswith(("COMMIT", "END")):
+                self.count += 1
+                self.fsynced += level >= SYNCHRONOUS_LEVELS["FULL"]
+            elif verb.startswith("PRAGMA SYNCHRONOUS") and "=" in verb:
+                value = verb.split("=", 1)[1].strip().rstrip(";").strip()
+                level = SYNCHRONOUS_LEVELS.get(value, int(value) if value.isdigit() else level)
+
+        return trace
 
     @contextmanager
     def counting(self, *connections: sqlite3.Connection) -> Iterator[None]:
-        self.count = 0
+        self.count = self.fsynced = 0
         for connection in connections:
-            connection.set_trace_callback(self._trace)
+            (level,) = connection.execute("PRAGMA synchronous").fetchone()
+            connection.set_trace_callback(self._tracer(level))
         try:
             yield
         finally:
@@ -105,3 +123,19 @@ class ModelClock:
             yield
         finally:
             self.seconds += time.perf_counter() - started
+
+
+def fsync_ms(directory: Path, samples: int = 50) -> float:
+    """The disk's fsync latency right now (p50 of ``samples`` 4 KB appends, each fsynced), in
+    ms: what every FULL commit waits for at least, so the FULL figures move with it."""
+    path = directory / "fsync-probe"
+    seconds = []
+    with path.open("ab") as probe:
+        for _ in range(samples):
+            probe.write(b"\0" * 4096)
+            probe.flush()
+            started = time.perf_counter()
+            os.fsync(probe.fileno())
+            seconds.append(time.perf_counter() - started)
+    path.unlink()
+    return statistics.median(seconds) * 1000

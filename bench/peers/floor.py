@@ -4,8 +4,10 @@ At start-up one approval-bot cycle runs with a trace on its connection; every st
 every write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) is kept, with the run's and the
 approvals' ids, the conversation key and the thread turned into parameters. Each cycle then
 runs those transactions on the same schema, with fresh ids: the same rows, the same indexes,
-the same number of commits, and no Python framework at all. It follows the bot's
-transactions as they change (the table says how many commits it replayed).
+the same number of commits, at the same durability (a transaction the bot commits at a raised
+``PRAGMA synchronous``, its ``executing`` record, is replayed at that level), and no Python
+framework at all. It follows the bot's transactions as they change (the table says how many
+commits it replayed).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import engine_cycle
@@ -23,7 +26,17 @@ from storage import sqlite
 APPROVAL_ID = re.compile(r"'(apr_[0-9A-Z]{26})'")
 
 
-async def capture(database: Path) -> list[list[str]]:
+@dataclass
+class Transaction:
+    """One of approval-bot's write transactions: its statements, and the ``PRAGMA
+    synchronous`` it was committed at when the bot raised it for this one (the ``executing``
+    record's commit), else None (the connection's own)."""
+
+    statements: list[str] = field(default_factory=list)
+    synchronous: str | None = None
+
+
+async def capture(database: Path) -> list[Transaction]:
     """approval-bot's write transactions for one cycle, as parameterized statements."""
     repo, runner = await engine_cycle.open_runner(database)
     try:
@@ -49,19 +62,25 @@ async def capture(database: Path) -> list[list[str]]:
         "':C0OPS:1.0'": ":conversation",
         "'1.0'": ":thread",
     }
-    transactions: list[list[str]] = []
-    current: list[str] | None = None
+    transactions: list[Transaction] = []
+    current: Transaction | None = None
+    raised: str | None = None  # a PRAGMA synchronous run before the next transaction
     for statement in statements:
-        if statement.startswith("BEGIN IMMEDIATE"):
-            current = []
-        elif statement.startswith("COMMIT"):
+        verb = statement.strip().upper()
+        if verb.startswith("PRAGMA SYNCHRONOUS") and "=" in verb:
+            # The bot raises the level before BEGIN and puts it back after COMMIT.
+            level = verb.split("=", 1)[1].strip()
+            raised = None if level == sqlite.SQLITE_SYNCHRONOUS.upper() else level
+        elif verb.startswith("BEGIN IMMEDIATE"):
+            current = Transaction(synchronous=raised)
+        elif verb.startswith("COMMIT"):
             if current is not None:  # else a read's transaction
                 transactions.append(current)
             current = None
         elif current is not None:
             for literal, parameter in replacements.items():
                 statement = statement.replace(literal, parameter)
-            current.append(statement)
+            current.statements.append(statement)
     assert transactions, "no write transaction was traced"
     return transactions
 
@@ -72,11 +91,13 @@ class SqliteFloor:
 
     def __init__(self) -> None:
         self.connection: sqlite3.Connection | None = None
-        self.transactions: list[list[str]] = []
+        self.transactions: list[Transaction] = []
+        self.synchronous = "NORMAL"
         self.measuring = False
 
     async def open(self, directory: Path, synchronous: str) -> None:
         database = directory / "floor.db"
+        self.synchronous = synchronous
         before = sqlite.SQLITE_SYNCHRONOUS
         sqlite.SQLITE_SYNCHRONOUS = synchronous
         try:
@@ -104,11 +125,15 @@ class SqliteFloor:
             "conversation": f":C0FLOOR:{key}",
             "thread": key,
         }
-        for statements in self.transactions:
+        for transaction in self.transactions:
+            if transaction.synchronous is not None:
+                connection.execute(f"PRAGMA synchronous = {transaction.synchronous}")
             connection.execute("BEGIN IMMEDIATE")
-            for statement in statements:
+            for statement in transaction.statements:
                 connection.execute(statement, params).fetchall()
             connection.execute("COMMIT")
+            if transaction.synchronous is not None:
+                connection.execute(f"PRAGMA synchronous = {self.synchronous}")
 
     async def cycle(self, i: int) -> float:
         started = time.perf_counter()

@@ -66,7 +66,7 @@ def build_graph(saver: SqliteSaver) -> Any:
         call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
         decision = interrupt({"tool": call["name"], "arguments": call["args"]})
         if decision["approved"]:
-            output = engine_cycle.restart_service(**call["args"])
+            output = engine_cycle.restarted(**call["args"])
         else:
             output = f"Denied by {decision['actor']}"
         return {"messages": [ToolMessage(content=output, tool_call_id=call["id"])]}

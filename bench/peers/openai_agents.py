@@ -81,9 +81,9 @@ class FakeModel(Model):
 
 
 @function_tool(needs_approval=True)
-def restart_service(service: str) -> str:
+async def restart_service(service: str) -> str:
     """Restart a service."""
-    return engine_cycle.restart_service(service)
+    return engine_cycle.restarted(service)
 
 
 class OpenAIAgents:

@@ -49,11 +49,11 @@ class RawLlm:
         self.connection.execute(SCHEMA)
         self.connection.commit()
 
-    def restart_service(self, service: str) -> str:
+    async def restart_service(self, service: str) -> str:
         """Restart a service."""
         if not self._approved:
             raise llm.PauseChain("needs approval")
-        return engine_cycle.restart_service(service)
+        return engine_cycle.restarted(service)
 
     async def _drive(self, chain: Any) -> tuple[list[Message], str | None]:
         """Run a chain to its end or its pause: the history, and the answer if it ended."""
