@@ -85,8 +85,13 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
         if isinstance(parsed, str):
             log.warning("refused a signed request: %s", parsed)
             return web.json_response({"error": f"malformed request: {parsed}"}, status=400)
-        bolt_response = await app.async_dispatch(parsed)
-        return await to_aiohttp_response(bolt_response)
+        with services.background.acknowledging():
+            bolt_response = await app.async_dispatch(parsed)
+            response = await to_aiohttp_response(bolt_response)
+            # Written here, so that the work this request spawned starts after its answer.
+            await response.prepare(request)
+            await response.write_eof()
+        return response
 
     async def healthz(_request: web.Request) -> web.Response:
         try:
