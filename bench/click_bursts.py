@@ -5,7 +5,8 @@ Method (each step is why the figure means what it says):
 - The bot is ``approval-bot serve`` in its own process (llm-echo as its model); the floor is
   ``bench/floor_server.py``, a bare aiohttp server in another process that reads each body
   and answers 200 with an empty body, as the bot acknowledges a click. This process plays
-  Slack (our Slack-compatible server, which the bot calls) and sends the load.
+  Slack (our Slack-compatible server, which the bot calls); ``bench/burst_sender.py``, in
+  a fourth process, sends the load, so Slack's work for the bot is not timed as the bot's.
 - Each round seeds fresh cards through the bot (one mention per card, as users would), waits
   until the bot has been quiet for a moment, then builds and signs every click of the burst
   before the clock starts. The burst goes out at once over one client session whose
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import pickle
 import re
 import sys
 import time
@@ -34,8 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
-
-import aiohttp
 
 from bench.slack_latency import CHANNEL, percentile, summary
 from playground.slack_server import Message, SlackServer
@@ -129,30 +129,52 @@ def signed_click(slack: SlackServer, user: str, card: Message, service: str) -> 
     return SignedClick(service, body, headers)
 
 
-async def send_burst(
-    session: aiohttp.ClientSession, url: str, burst: list[SignedClick]
-) -> list[float]:
-    """Every click at once; each one's round trip in seconds (all must be answered 200)."""
+class Sender:
+    """``bench/burst_sender.py`` in its own process: it sends the bursts and times them."""
 
-    async def one(click: SignedClick) -> float:
-        started = time.perf_counter()
-        async with session.post(url, data=click.body, headers=click.headers) as reply:
-            await reply.read()
-            if reply.status != 200:
-                raise RuntimeError(f"{url} answered {reply.status}")
-        return time.perf_counter() - started
+    def __init__(self, process: asyncio.subprocess.Process, workdir: Path) -> None:
+        self.process = process
+        self.burst_file = workdir / "burst.pickle"
 
-    return list(await asyncio.gather(*(one(click) for click in burst)))
+    async def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(command).encode() + b"\n")
+        await self.process.stdin.drain()
+        line = await asyncio.wait_for(self.process.stdout.readline(), 120)
+        if not line:
+            raise RuntimeError("the burst sender stopped (see its error above)")
+        return json.loads(line)
+
+    async def open_connections(self, url: str, count: int) -> None:
+        """``count`` concurrent GETs: the pool then holds that many kept-alive connections."""
+        await self._ask({"open": url, "count": count})
+
+    async def send(self, url: str, burst: list[SignedClick]) -> tuple[float, list[float]]:
+        """Every click at once: when they went (unix time), and each one's round trip in
+        seconds (all answered 200)."""
+        self.burst_file.write_bytes(pickle.dumps([(c.body, c.headers) for c in burst]))
+        answer = await self._ask({"burst": str(self.burst_file), "url": url})
+        return answer["sent_at"], answer["round_trips"]
 
 
-async def open_connections(session: aiohttp.ClientSession, url: str, count: int) -> None:
-    """``count`` concurrent GETs: the pool then holds that many kept-alive connections."""
-
-    async def one() -> None:
-        async with session.get(url) as reply:
-            await reply.read()
-
-    await asyncio.gather(*(one() for _ in range(count)))
+@contextlib.asynccontextmanager
+async def burst_sender(workdir: Path) -> AsyncIterator[Sender]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).with_name("burst_sender.py")),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        yield Sender(process, workdir)
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
 
 
 @contextlib.asynccontextmanager
@@ -204,9 +226,7 @@ class Bot:
         self.round_p99s[shape].append(round(percentile(round_trips, 99) * 1000, 1))
 
 
-async def burst_round(
-    bots: list[Bot], floor: Bot, session: aiohttp.ClientSession, round_no: int
-) -> None:
+async def burst_round(bots: list[Bot], floor: Bot, sender: Sender, round_no: int) -> None:
     """One burst of each shape to the floor and to every bot, in an order that rotates."""
     for shape_no, (shape, (cards, clicks_per_card)) in enumerate(SHAPES.items()):
         services = [f"r{round_no * 10 + shape_no}s{i:03d}" for i in range(cards)]
@@ -225,13 +245,13 @@ async def burst_round(
         for target in targets[turn:] + targets[:turn]:
             burst = bursts[target.label]
             await asyncio.sleep(0.3)
-            started = time.time()
             if target is floor:
-                target.record(shape, await send_burst(session, target.url, burst))
+                target.record(shape, (await sender.send(target.url, burst))[1])
                 continue
             # Every click is told something: "Approved …" or why it was refused.
             told = len(target.slack.responses) + len(burst)
-            target.record(shape, await send_burst(session, target.url, burst))
+            started, round_trips = await sender.send(target.url, burst)
+            target.record(shape, round_trips)
             await settled(target, services, told, f"round {round_no} ({shape})")
             if clicks_per_card == 1:
                 target.burst_answers += [target.watch.answered_at[s] - started for s in services]
@@ -262,7 +282,7 @@ def bot_report(bot: Bot, floor: Bot) -> dict[str, Any]:
     return report
 
 
-async def time_to_answer(bot: Bot, session: aiohttp.ClientSession, count: int) -> dict[str, Any]:
+async def time_to_answer(bot: Bot, sender: Sender, count: int) -> dict[str, Any]:
     """One click at a time on an idle bot: click -> its answer in the thread."""
     services = [f"r999s{i:03d}" for i in range(count)]
     slack, watch = bot.slack, bot.watch
@@ -270,8 +290,7 @@ async def time_to_answer(bot: Bot, session: aiohttp.ClientSession, count: int) -
     waits = []
     for card, service in zip(seeded, services, strict=True):
         click = signed_click(slack, APPROVERS[0], card, service)
-        started = time.time()
-        await send_burst(session, bot.url, [click])
+        started, _round_trip = await sender.send(bot.url, [click])
         await watch.until(
             lambda service=service: service in watch.answered_at, f"the answer for {service}"
         )
@@ -287,11 +306,10 @@ async def click_latency(
     from the source tree ``DIR`` (e.g. ``git archive main | tar -x -C DIR``), in the same
     rounds as the others: a change measured beside what it changes, on a machine whose load
     moves."""
-    connector = aiohttp.TCPConnector(limit=0)
     async with (
         floor_server() as floor_url,
         contextlib.AsyncExitStack() as stack,
-        aiohttp.ClientSession(connector=connector) as session,
+        burst_sender(workdir) as sender,
     ):
         bots = []
         for label, url in databases.items():
@@ -301,15 +319,15 @@ async def click_latency(
             botdir.mkdir(parents=True, exist_ok=True)
             served = await stack.enter_async_context(served_bot(url, botdir, env=env))
             bots.append(Bot(name, f"{served.url}/slack/events", served))
-            await open_connections(session, f"{served.url}/healthz", 100)
+            await sender.open_connections(f"{served.url}/healthz", 100)
         floor = Bot("floor", floor_url)
-        await open_connections(session, floor_url, 100)
+        await sender.open_connections(floor_url, 100)
         for round_no in range(rounds):
-            await burst_round(bots, floor, session, round_no)
+            await burst_round(bots, floor, sender, round_no)
         report = {bot.label: bot_report(bot, floor) for bot in bots}
         for bot in bots:
             report[bot.label]["time_to_answer_one_click"] = await time_to_answer(
-                bot, session, answers
+                bot, sender, answers
             )
     return report
 

@@ -163,7 +163,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         if args.only != "approvals":
-            labels = ["bot", *(f"compared={args.compare_with}" if args.compare_with else [])]
+            labels = ["bot", *([f"compared={args.compare_with}"] if args.compare_with else [])]
             report["clicks_sqlite"] = await click_latency(
                 {label: f"sqlite:///{workdir}/clicks{i}.db" for i, label in enumerate(labels)},
                 workdir / "sqlite",
