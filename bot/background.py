@@ -11,9 +11,12 @@ shares one event loop, which runs whatever is ready in turn: a burst of clicks w
 decisions, card edits and resumes started as each click was answered would have every later
 click wait behind that work. So a task spawned while a request is being answered
 (:meth:`BackgroundTasks.acknowledging`) starts only once that request's answer is written,
-and no task starts while any answer is being prepared, for at most ``ack_wait_limit``
-seconds (a steady stream of requests delays background work by that much, never for ever).
-The task is created, and so tracked (shutdown waits for it), at once.
+and no task starts while any answer is being prepared, nor until ``quiet`` (1 ms) has
+passed since the last one was written: a click is usually answered in one step of the event
+loop, so "none being answered" is true between any two clicks of a burst, while a millisecond
+without an answer means the burst is over. Background work waits at most ``ack_wait_limit``
+seconds for that (a steady stream of requests delays it by that much, never for ever). The
+task is created, and so tracked (shutdown waits for it), at once.
 """
 
 from __future__ import annotations
@@ -29,18 +32,22 @@ log = logging.getLogger(__name__)
 
 # Background work waits this long at most for acknowledgements in flight to be answered.
 ACK_WAIT_LIMIT = 0.5
+# ... and until no answer has been written for this long (the burst is over).
+QUIET = 0.001
 
 # The answer of the request being handled in this context, once written.
 _ANSWER: ContextVar[asyncio.Future[None] | None] = ContextVar("approval_bot_answer", default=None)
 
 
 class BackgroundTasks:
-    def __init__(self, *, ack_wait_limit: float = ACK_WAIT_LIMIT) -> None:
+    def __init__(self, *, ack_wait_limit: float = ACK_WAIT_LIMIT, quiet: float = QUIET) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._answers: set[asyncio.Future[None]] = set()
         self._no_answers = asyncio.Event()  # set while no request is being answered
         self._no_answers.set()
+        self._last_answered = float("-inf")  # loop time
         self.ack_wait_limit = ack_wait_limit
+        self.quiet = quiet
 
     @contextlib.contextmanager
     def acknowledging(self) -> Iterator[None]:
@@ -60,6 +67,7 @@ class BackgroundTasks:
             self._answers.discard(answer)
             if not self._answers:
                 self._no_answers.set()
+            self._last_answered = asyncio.get_running_loop().time()
             answer.set_result(None)
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
@@ -79,13 +87,20 @@ class BackgroundTasks:
         return await coroutine
 
     async def _answers_written(self) -> None:
-        """Until no request is being answered, or ``ack_wait_limit`` has passed."""
-        if not self._answers:
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.ack_wait_limit):
-                while self._answers:  # a new burst may have begun before this task ran
-                    await self._no_answers.wait()
+        """Until no request is being answered and none was for ``quiet`` seconds, or
+        ``ack_wait_limit`` has passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ack_wait_limit
+        while (now := loop.time()) < deadline:
+            if self._answers:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(deadline - now):
+                        await self._no_answers.wait()
+                continue
+            quiet_for = now - self._last_answered
+            if quiet_for >= self.quiet:
+                return
+            await asyncio.sleep(min(self.quiet - quiet_for, deadline - now))
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

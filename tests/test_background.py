@@ -50,6 +50,25 @@ async def test_no_work_starts_while_another_request_is_being_answered() -> None:
     assert happened == ["answered", "work"]
 
 
+async def test_no_work_starts_between_the_answers_of_a_burst() -> None:
+    """Each answer of a burst is written in one go, so between two of them none is being
+    written: work still waits until the answers have stopped for ``quiet`` seconds."""
+    background = BackgroundTasks(ack_wait_limit=60.0, quiet=0.5)
+    happened: list[str] = []
+
+    async def work() -> None:
+        happened.append("work")
+
+    with background.acknowledging():
+        background.spawn(work(), name="spawned by the first click")
+    for click in range(20):
+        await asyncio.sleep(0)  # the loop runs whatever is ready between two answers
+        with background.acknowledging():
+            happened.append(f"answered {click}")
+    await background.idle()
+    assert happened == [*(f"answered {click}" for click in range(20)), "work"]
+
+
 async def test_a_stream_of_answers_delays_work_by_the_limit_at_most() -> None:
     background = BackgroundTasks(ack_wait_limit=0.01)
     answered, done = asyncio.Event(), asyncio.Event()
