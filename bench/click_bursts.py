@@ -208,6 +208,7 @@ class Bot:
     round_trips: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SHAPES})
     round_p99s: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SHAPES})
     burst_answers: list[float] = field(default_factory=list)
+    told_to_try_again: int = 0
     _watch: Watch | None = field(default=None, repr=False)
 
     @property
@@ -248,23 +249,34 @@ async def burst_round(bots: list[Bot], floor: Bot, sender: Sender, round_no: int
             if target is floor:
                 target.record(shape, (await sender.send(target.url, burst))[1])
                 continue
-            # Every click is told something: "Approved …" or why it was refused.
-            told = len(target.slack.responses) + len(burst)
+            first_told = len(target.slack.responses)
             started, round_trips = await sender.send(target.url, burst)
             target.record(shape, round_trips)
-            await settled(target, services, told, f"round {round_no} ({shape})")
+            await settled(target, services, first_told, len(burst), f"round {round_no} ({shape})")
             if clicks_per_card == 1:
-                target.burst_answers += [target.watch.answered_at[s] - started for s in services]
+                answered = target.watch.answered_at
+                target.burst_answers += [answered[s] - started for s in services if s in answered]
 
 
-async def settled(bot: Bot, services: list[str], told: int, what: str) -> None:
-    """Until every run is answered and every click told, and then the bot is quiet."""
+async def settled(bot: Bot, services: list[str], first_told: int, clicks: int, what: str) -> None:
+    """Until every click is told something ("Approved …", or why it was refused) and every
+    run is answered, but for those whose decision the bot asked to try again (it could
+    not record it in time: load it sheds, counted); then until the bot is quiet."""
     watch, slack = bot.watch, bot.slack
+
+    def try_again() -> int:
+        told = slack.responses[first_told:]
+        return sum("try again" in str(r.body.get("text", "")).lower() for r in told)
+
     await watch.until(
-        lambda: all(s in watch.answered_at for s in services) and len(slack.responses) >= told,
+        lambda: (
+            len(slack.responses) - first_told >= clicks
+            and sum(s in watch.answered_at for s in services) + try_again() >= len(services)
+        ),
         f"the answers of {what}",
     )
     await watch.quiet()
+    bot.told_to_try_again += try_again()
 
 
 def bot_report(bot: Bot, floor: Bot) -> dict[str, Any]:
@@ -279,6 +291,7 @@ def bot_report(bot: Bot, floor: Bot) -> dict[str, Any]:
             "p99_ms_per_round": {"bot": bot.round_p99s[shape], "floor": floor.round_p99s[shape]},
         }
     report["100x1"]["click_to_answer_from_burst_start"] = summary(bot.burst_answers)
+    report["clicks_told_to_try_again"] = bot.told_to_try_again
     return report
 
 
