@@ -4,13 +4,17 @@ The bot runs as ``approval-bot serve`` in its own process (SQLite or PostgreSQL,
 model); this process plays Slack and generates the load, so its own work is not counted
 against the bot.
 
-1. Click acknowledgement: 100 approval cards, then 100 concurrent signed Approve clicks (one
-   per card) against POST /slack/events; the figure is each click's HTTP round trip (Slack's
-   3-second budget), measured while the decisions and resumes it triggers run beside it.
+1. Click acknowledgement (:mod:`bench.click_bursts`): bursts of signed Approve clicks, built
+   and signed before the clock starts and sent at once over one client session, against
+   POST /slack/events of the bot and of a bare aiohttp server (``bench/floor_server.py``, in
+   its own process) in the same run; two shapes, 100 cards x 1 click and 10 cards x 10 clicks
+   (90 duplicates, each refused). Then time to answer: click -> the run's answer in its
+   thread, one click at a time.
 2. ``/approvals`` with 100,000 pending approvals in the database: the slash command's round
    trip (it answers with the list in its acknowledgement) for each view (approve, mine, all).
 
-Run: ``.venv/bin/python bench/slack_latency.py [--rows 100000] [--postgres URL]``
+Run: ``.venv/bin/python bench/slack_latency.py [--rows 100000] [--postgres URL]
+[--rounds 5] [--only clicks|approvals] [--compare-with DIR]``
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-ben
 from ulid import ULID
 
 from bot.clock import utcnow
-from playground.slack_server import SlackServer
 from storage.repository import Repository
 from tests.serve_process import served_bot
 
@@ -57,44 +60,6 @@ def summary(values: list[float]) -> dict[str, float]:
         "p50_ms": round(statistics.median(values) * 1000, 2),
         "p99_ms": round(percentile(values, 99) * 1000, 2),
         "max_ms": round(max(values) * 1000, 2),
-    }
-
-
-async def wait_for(condition: Any, timeout: float = 120.0) -> float:
-    started = time.perf_counter()
-    while not condition():
-        if time.perf_counter() - started > timeout:
-            raise TimeoutError("the bot did not finish in time")
-        await asyncio.sleep(0.05)
-    return time.perf_counter() - started
-
-
-def cards(slack: SlackServer) -> list[Any]:
-    return [m for m in slack.messages if "approval_summary" in json.dumps(m.blocks)]
-
-
-async def click_ack_latency(workdir: Path, clicks: int) -> dict[str, Any]:
-    async with served_bot(f"sqlite:///{workdir / 'clicks.db'}", workdir) as served:
-        slack = served.slack
-        for i in range(clicks):
-            prompt = json.dumps(
-                {
-                    "prompt": "go",
-                    "tool_calls": [{"name": "restart_service", "arguments": {"service": f"s{i}"}}],
-                }
-            )
-            await slack.mention(f"U0REQ{i:03d}", CHANNEL, f"<@U0BOT> {prompt}")
-        await wait_for(lambda: len(cards(slack)) == clicks)
-        replies = await asyncio.gather(
-            *(slack.click("U0APPROVER1", card, "approval_approve") for card in cards(slack))
-        )
-        assert all(r.status == 200 for r in replies)
-        drained = await wait_for(
-            lambda: sum('"restarted s' in m.text for m in slack.messages) == clicks
-        )
-    return {
-        **summary([r.elapsed for r in replies]),
-        "seconds_to_finish_all_resumes_after_last_ack": round(drained, 2),
     }
 
 
@@ -179,24 +144,55 @@ async def approvals_latency(
 
 
 async def main() -> None:
+    from bench.click_bursts import click_latency
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--clicks", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5, help="bursts per shape and database")
+    parser.add_argument("--answers", type=int, default=50, help="single clicks timed to answer")
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--only", choices=["clicks", "approvals"])
+    parser.add_argument(
+        "--compare-with",
+        metavar="DIR",
+        help="also click a bot run from this source tree, in the same rounds (A/B)",
+    )
     parser.add_argument("--postgres", default=os.environ.get("APPROVAL_BOT_TEST_POSTGRES_URL"))
     args = parser.parse_args()
-    report: dict[str, Any] = {}
+    report: dict[str, Any] = {"load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        report["click_ack_sqlite"] = await click_ack_latency(workdir, args.clicks)
-        report["approvals_sqlite"] = await approvals_latency(
-            f"sqlite:///{workdir / 'list.db'}", workdir, args.rows, args.requests
-        )
-        if args.postgres:
-            async with postgres_database(args.postgres) as url:
-                report["approvals_postgres"] = await approvals_latency(
-                    url, workdir, args.rows, args.requests
-                )
+        if args.only != "approvals":
+            labels = ["bot", *([f"compared={args.compare_with}"] if args.compare_with else [])]
+            report["clicks_sqlite"] = await click_latency(
+                {label: f"sqlite:///{workdir}/clicks{i}.db" for i, label in enumerate(labels)},
+                workdir / "sqlite",
+                rounds=args.rounds,
+                answers=args.answers,
+            )
+            print(json.dumps({"clicks_sqlite": report["clicks_sqlite"]}), file=sys.stderr)
+            if args.postgres:
+                async with contextlib.AsyncExitStack() as stack:
+                    urls = [
+                        await stack.enter_async_context(postgres_database(args.postgres))
+                        for _ in labels
+                    ]
+                    report["clicks_postgres"] = await click_latency(
+                        dict(zip(labels, urls, strict=True)),
+                        workdir / "postgres",
+                        rounds=args.rounds,
+                        answers=args.answers,
+                    )
+        if args.only != "clicks":
+            report["approvals_sqlite"] = await approvals_latency(
+                f"sqlite:///{workdir / 'list.db'}", workdir, args.rows, args.requests
+            )
+            if args.postgres:
+                async with postgres_database(args.postgres) as url:
+                    report["approvals_postgres"] = await approvals_latency(
+                        url, workdir, args.rows, args.requests
+                    )
+    report["load_after"] = os.getloadavg()
     print(json.dumps(report, indent=2))
 
 

@@ -282,8 +282,8 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
     async def on_deny_reason(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
         await ack()
         metadata = json_object(view.get("private_metadata"))
-        values = view.get("state", {}).get("values", {})
-        reason = values.get(blocks.REASON_BLOCK, {}).get(blocks.REASON_INPUT, {}).get("value")
+        reason = _nested(view, "state", "values", blocks.REASON_BLOCK, blocks.REASON_INPUT, "value")
+        reason = reason if isinstance(reason, str) else None
         actor = body["user"]["id"]
         team = (body.get("team") or {}).get("id", "") or metadata.get("team", "")
         channel = metadata.get("channel") or None
@@ -343,6 +343,16 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         except SlackApiError as exc:
             log.error("approval %s: could not show its arguments: %s", approval.id, exc)
             await tell(":warning: Slack did not open the arguments in time; click again.")
+
+
+def _nested(obj: Any, *keys: str) -> Any:
+    """``obj[k1][k2]…``, or None where a level is missing, null or not an object: Slack sends
+    a form's state in full, a signed request of another shape must not become a 500."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
 
 
 def json_object(text: Any) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from datetime import timedelta
 import asyncpg
 from freezegun import freeze_time
 
-from storage.repository import Repository
+from bot.clock import utcnow
+from storage.repository import PendingFilter, Repository
 from tests import ops_tools
 from tests.conftest import POSTGRES_URL, Database, make_config
 from tests.scripted_model import ScriptedModel
@@ -117,3 +118,36 @@ async def test_a_click_under_a_held_lock_tells_the_clicker_to_try_again(
         await slack.settle()
         assert any("Approved `restart_service`" in t for t in slack.ephemeral_texts("U0APPROVER1"))
     assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
+
+
+# -- acknowledgements before background work ----------------------------------------------------
+
+
+async def test_a_decision_waits_while_another_click_is_being_answered(repo: Repository) -> None:
+    """Background work (here an Approve click's decision) starts only once no request is
+    being answered: a Deny click whose form is still opening holds its answer, so the
+    decision waits for it, and then happens."""
+    async with running_bot(make_config(), repo) as slack:
+        slack.bot.services.background.ack_wait_limit = 60.0  # only the answer releases it
+        await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+        await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "web"})))
+        db_card, web_card = slack.cards()
+        approvals, _ = await repo.list_pending(PendingFilter(), now=utcnow(), limit=10)
+        web_id = next(a.id for a in approvals if a.arguments == {"service": "web"})
+
+        opening = slack.server.hold("views.open")  # the Deny click's answer waits for it
+        deny = asyncio.create_task(slack.server.click("U0APPROVER1", db_card, "approval_deny"))
+        await opening.arrived.wait()
+        approve = await slack.server.click("U0APPROVER1", web_card, "approval_approve")
+        assert approve.status == 200  # answered at once; the decision comes after
+        await asyncio.sleep(0.5)  # ample for a decision to be recorded, were it not waiting
+        waiting = await repo.get_approval(web_id)
+        assert waiting is not None and waiting.status == "pending"
+        assert ops_tools.EXECUTED == []
+
+        opening.release.set()
+        assert (await deny).status == 200
+        await slack.settle()
+        decided = await repo.get_approval(web_id)
+        assert decided is not None and decided.status == "executed"
+    assert ops_tools.EXECUTED == [("restart_service", {"service": "web"})]

@@ -162,6 +162,25 @@ async def test_signed_malformed_payloads_get_400_and_change_nothing(
     assert len(ScriptedModel.seen) == 1, "only the fixture's own mention reached the model"
 
 
+async def test_a_deny_form_whose_state_is_null_or_odd_is_answered_not_a_500(
+    slack: Harness, repo: Repository
+) -> None:
+    """``view.state`` may be null and its values of any shape: the form's reason is then
+    absent, and an outsider's submission still changes nothing (a 500 before)."""
+    _approval_id, view_id = await _open_deny_modal(slack)
+    before = await snapshot(repo)
+    for state in (None, {"values": {"deny_reason": None}}, {"values": {"deny_reason": []}}):
+        submission = slack.server.submission_payload("U0APPROVER1", view_id, {})
+        submission["user"] = {**submission["user"], "id": OUTSIDER}
+        submission["view"]["state"] = state
+        reply = await slack.server.send_raw(
+            urlencode({"payload": json.dumps(submission)}).encode(), FORM_TYPE
+        )
+        assert reply.status < 500, (state, reply.status, reply.body)
+    await slack.settle()
+    assert await snapshot(repo) == before
+
+
 # -- the property: any signed variation of any payload we accept ----------------------------
 
 DELETE = object()
