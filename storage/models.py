@@ -203,3 +203,32 @@ class ProcessedEvent(Base):
 
     event_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     received_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+
+
+class SlackInstallation(Base):
+    """One workspace's (or one Enterprise Grid org's) install of the app: its bot token.
+
+    Written by the OAuth flow (``handlers.oauth``) and read on every request and every
+    background Slack call of that workspace. ``bot`` and ``installation`` hold slack_sdk's
+    ``Bot.to_dict()`` / ``Installation.to_dict()`` as JSON text: storage knows no Slack types.
+    ``workspace`` is ``<enterprise_id or ->:<team_id or ->``, one row per install.
+    """
+
+    __tablename__ = "slack_installations"
+
+    workspace: Mapped[str] = mapped_column(String(80), primary_key=True)
+    enterprise_id: Mapped[str] = mapped_column(String(32), default="")
+    team_id: Mapped[str] = mapped_column(String(32), default="", index=True)
+    bot: Mapped[str] = mapped_column(Text)
+    installation: Mapped[str] = mapped_column(Text)
+    installed_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class OAuthState(Base):
+    """An OAuth ``state`` issued by ``/slack/install``, consumed once by the redirect."""
+
+    __tablename__ = "slack_oauth_states"
+
+    state: Mapped[str] = mapped_column(String(128), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)

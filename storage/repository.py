@@ -46,6 +46,7 @@ from storage.db import (
     open_database,
 )
 from storage.events import EventStore
+from storage.installations import InstallationStore
 from storage.limits import DATABASE_FAILURES, DatabaseBusy, time_limit
 from storage.pauses import PauseStore
 from storage.records import (
@@ -98,9 +99,9 @@ __all__ = [
 WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
 
 
-class Repository(RunStore, ApprovalStore, PauseStore, EventStore):
+class Repository(RunStore, ApprovalStore, PauseStore, EventStore, InstallationStore):
     """Every transaction approval-bot makes, by aggregate (runs, approvals and the other
-    pauses, events)."""
+    pauses, events, Slack installs)."""
 
     def __init__(self, database: Database | AsyncEngine) -> None:
         if isinstance(database, AsyncEngine):  # older callers built the engine themselves
