@@ -35,7 +35,7 @@ class ChatMixin:
         message = self.message(channel, _arg(args, "ts", "message_not_found"))
         if message is None or message.is_ephemeral:
             raise _ApiError("message_not_found")
-        if message.user != self.bot_user_id:
+        if message.user != self.workspace_of_channel(channel).bot_user_id:
             raise _ApiError("cant_update_message")
         text = str(args["text"]) if "text" in args else message.text
         if len(text) > MAX_MESSAGE_TEXT:

@@ -56,17 +56,26 @@ class PayloadsMixin:
 
     def _user_ref(self, user: str) -> Json:
         name = self.user_name(user)
-        return {"id": user, "username": name, "name": name, "team_id": self.team_id}
+        team_id = self.workspace_of_user(user).team_id
+        return {"id": user, "username": name, "name": name, "team_id": team_id}
 
     def _channel_ref(self, channel: str) -> Json:
         return {"id": channel, "name": self.channels.get(channel, channel.lower())}
 
-    def _event_callback(self, event: Json, event_id: str) -> Json:
-        """The Events API envelope around an event, as in fixtures/app_mention.json."""
+    def _event_callback(self, event: Json, event_id: str, *, team_id: str | None = None) -> Json:
+        """The Events API envelope around an event, as in fixtures/app_mention.json.
+
+        ``team_id``: the workspace it happened in (else the channel's, else the first)."""
+        channel = event.get("channel")
+        workspace = (
+            self.workspaces[team_id]
+            if team_id is not None
+            else self.workspace_of_channel(channel if isinstance(channel, str) else "")
+        )
         return {
             "token": VERIFICATION_TOKEN,
-            "team_id": self.team_id,
-            "context_team_id": self.team_id,
+            "team_id": workspace.team_id,
+            "context_team_id": workspace.team_id,
             "context_enterprise_id": None,
             "api_app_id": self.app_id,
             "event": event,
@@ -76,8 +85,8 @@ class PayloadsMixin:
             "authorizations": [
                 {
                     "enterprise_id": None,
-                    "team_id": self.team_id,
-                    "user_id": self.bot_user_id,
+                    "team_id": workspace.team_id,
+                    "user_id": workspace.bot_user_id,
                     "is_bot": True,
                     "is_enterprise_install": False,
                 }
@@ -90,7 +99,8 @@ class PayloadsMixin:
         self, user: str, channel: str, text: str, thread_ts: str | None, event_id: str | None
     ) -> tuple[Message, Json]:
         """Post the user's message, then build its app_mention event_callback."""
-        mention = f"<@{self.bot_user_id}>"
+        workspace = self.workspace_of_channel(channel)
+        mention = f"<@{workspace.bot_user_id}>"
         message = self.post_user_message(
             user, channel, text if mention in text else f"{mention} {text}", thread_ts=thread_ts
         )
@@ -101,7 +111,7 @@ class PayloadsMixin:
             "user": user,
             "ts": message.ts,
             "blocks": copy.deepcopy(message.blocks),
-            "team": self.team_id,
+            "team": workspace.team_id,
         }
         if message.thread_ts:
             event.update(thread_ts=message.thread_ts, parent_user_id=message.parent_user_id)
@@ -123,6 +133,7 @@ class PayloadsMixin:
         self, user: str, message: Message, action: Json, trigger_id: str, response_url: str
     ) -> Json:
         """block_actions as in fixtures/block_actions.json (no ``message`` when ephemeral)."""
+        workspace = self.workspace_of_channel(message.channel)
         payload: Json = {
             "type": "block_actions",
             "user": self._user_ref(user),
@@ -130,7 +141,7 @@ class PayloadsMixin:
             "token": VERIFICATION_TOKEN,
             "container": self._container(message),
             "trigger_id": trigger_id,
-            "team": {"id": self.team_id, "domain": self.team_domain},
+            "team": {"id": workspace.team_id, "domain": workspace.domain},
             "enterprise": None,
             "is_enterprise_install": False,
             "channel": self._channel_ref(message.channel),
@@ -205,9 +216,10 @@ class PayloadsMixin:
             raise LookupError(f"view {view_id} has no input blocks {sorted(unknown)}")
         view = copy.deepcopy(opened.view)
         view["state"] = {"values": copy.deepcopy(values)}
+        workspace = self.workspace_of_user(user)
         payload: Json = {
             "type": "view_submission",
-            "team": {"id": self.team_id, "domain": self.team_domain},
+            "team": {"id": workspace.team_id, "domain": workspace.domain},
             "user": self._user_ref(user),
             "api_app_id": self.app_id,
             "token": VERIFICATION_TOKEN,
@@ -221,10 +233,11 @@ class PayloadsMixin:
 
     def _slash_fields(self, user: str, channel: str, command: str, text: str) -> dict[str, str]:
         """The slash command form, field for field as in fixtures/slash_command.txt."""
+        workspace = self.workspace_of_channel(channel)
         return {
             "token": VERIFICATION_TOKEN,
-            "team_id": self.team_id,
-            "team_domain": self.team_domain,
+            "team_id": workspace.team_id,
+            "team_domain": workspace.domain,
             "channel_id": channel,
             "channel_name": self._channel_ref(channel)["name"],
             "user_id": user,

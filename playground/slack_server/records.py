@@ -29,6 +29,8 @@ SLACK_USER_AGENT = "Slackbot 1.0 (+https://api.slack.com/robots)"
 # Arguments slack_sdk JSON-encodes when it sends a form body (and we store structured).
 JSON_ARGS = frozenset({"blocks", "attachments", "view", "metadata"})
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
+# Called with the app's client id and secret, not a token.
+CLIENT_AUTH_METHODS = frozenset({"oauth.v2.access"})
 
 
 @dataclass
@@ -40,6 +42,9 @@ class ApiCall:
     at: float
     status: int = 200
     response: Json = field(default_factory=dict)
+    token: str = ""
+    # The workspace the call's token belongs to (None: no valid bot token).
+    team: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -26,6 +26,7 @@ from playground.slack_server.blocks import _rich_text_blocks
 from playground.slack_server.chat import ChatMixin
 from playground.slack_server.conversations import ConversationsMixin
 from playground.slack_server.delivery import DeliveryMixin
+from playground.slack_server.oauth import OAuthMixin
 from playground.slack_server.payloads import PayloadsMixin
 from playground.slack_server.records import (
     ACK_TIMEOUT_SECONDS,
@@ -50,6 +51,7 @@ from playground.slack_server.webapi import WebApiMixin
 
 
 class SlackServer(
+    OAuthMixin,
     AuthMixin,
     ChatMixin,
     ConversationsMixin,
@@ -118,6 +120,8 @@ class SlackServer(
         self._unreachable: dict[str, int] = {}
         self._holds: list[HeldAnswer] = []
         self._event_bodies: dict[str, bytes] = {}
+        self._current_call: ApiCall | None = None  # the call a method handler answers
+        self._init_workspaces()
         self._socket_tickets: set[str] = set()
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_connected = asyncio.Event()
@@ -134,6 +138,7 @@ class SlackServer(
             "usergroups.users.list": self._api_usergroups_users_list,
             "conversations.replies": self._api_conversations_replies,
             "apps.connections.open": self._api_apps_connections_open,
+            "oauth.v2.access": self._api_oauth_v2_access,
         }
         # More routes on the same port (the playground's page); applied at start().
         self.route_hooks: list[Callable[[web.Application], None]] = []
@@ -296,6 +301,7 @@ class SlackServer(
         client_msg_id: str | None = None,
     ) -> Message:
         root, parent_user = self._thread_root(channel, thread_ts)
+        workspace = self.workspace_of_channel(channel)
         message = Message(
             channel=channel,
             ts=self._next_ts(),
@@ -304,9 +310,9 @@ class SlackServer(
             blocks=blocks,
             thread_ts=root,
             parent_user_id=parent_user,
-            bot_id=self.bot_id if bot else None,
+            bot_id=workspace.bot_id if bot else None,
             app_id=self.app_id if bot else None,
-            team=self.team_id,
+            team=workspace.team_id,
             ephemeral_to=ephemeral_to,
             client_msg_id=client_msg_id,
         )
@@ -316,7 +322,8 @@ class SlackServer(
         return message
 
     def _post_as_bot(self, channel: str, text: str, blocks: list[Json], **kw: Any) -> Message:
-        return self._add_message(channel, self.bot_user_id, text, blocks, bot=True, **kw)
+        bot_user = self.workspace_of_channel(channel).bot_user_id
+        return self._add_message(channel, bot_user, text, blocks, bot=True, **kw)
 
     def _edit(self, message: Message, text: str, blocks: list[Json]) -> None:
         message.text, message.blocks = text, blocks

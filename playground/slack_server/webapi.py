@@ -7,6 +7,7 @@ back on a test's request (``rate_limit``, ``fail``, ``unreachable``, ``hold``).
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Callable
@@ -40,6 +41,18 @@ def _bearer(request: web.Request) -> str | None:
     """The token slack_sdk puts in ``Authorization: Bearer``."""
     header = request.headers.get("Authorization", "")
     return header[len("Bearer ") :].strip() if header.startswith("Bearer ") else None
+
+
+def _basic(request: web.Request) -> dict[str, str]:
+    """``client_id`` and ``client_secret`` from ``Authorization: Basic`` (oauth.v2.access)."""
+    header = request.headers.get("Authorization", "")
+    if not header.startswith("Basic "):
+        return {}
+    try:
+        client_id, _, secret = base64.b64decode(header[len("Basic ") :]).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return {"client_id": client_id, "client_secret": secret}
 
 
 async def _read_args(request: web.Request) -> Json:
@@ -126,7 +139,8 @@ class WebApiMixin:
         except _ApiError as exc:
             args, parse_error = {}, exc
         token = _bearer(request) or str(args.pop("token", "") or "")
-        call = ApiCall(method=method, args=args, at=self.clock())
+        args.update(_basic(request))
+        call = ApiCall(method=method, args=args, at=self.clock(), token=token)
         self.calls.append(call)
         status, body, headers = self._answer(call, token, parse_error)
         call.status, call.response = status, body
@@ -144,7 +158,7 @@ class WebApiMixin:
             self._report_unknown(call)
             return 200, {"ok": False, "error": "unknown_method", "req_method": call.method}, {}
         try:
-            self._check_token(call.method, token)
+            self._check_token(call, token)
             if parse_error is not None:
                 raise parse_error
             injection = self._take_injection(call.method)
@@ -153,7 +167,11 @@ class WebApiMixin:
                 return 429, {"ok": False, "error": "ratelimited"}, headers
             if injection is not None:
                 raise _ApiError(injection.error)
-            return 200, handler(call.args), {}
+            self._current_call = call
+            try:
+                return 200, handler(call.args), {}
+            finally:
+                self._current_call = None
         except _ApiError as exc:
             return 200, {"ok": False, "error": exc.error, **exc.extra}, {}
 
