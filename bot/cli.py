@@ -333,14 +333,17 @@ async def _approvals_list(repo: Repository, config: Config, args: argparse.Names
 
 
 def _slack_services(repo: Repository, runner: Runner, config: Config) -> Any:
-    """Slack, when ``SLACK_BOT_TOKEN`` is set: decisions made here then edit their cards and
-    the resumed run answers in its thread, as if the button had been clicked."""
-    if not os.environ.get("SLACK_BOT_TOKEN"):
+    """Slack, when ``SLACK_BOT_TOKEN`` (or OAuth installs' ``SLACK_CLIENT_ID`` …) is set:
+    decisions made here then edit their cards and the resumed run answers in its thread,
+    as if the button had been clicked, with the token of the run's workspace."""
+    if not (os.environ.get("SLACK_BOT_TOKEN") or os.environ.get("SLACK_CLIENT_ID")):
         return None
+    from handlers.oauth import workspace_clients
     from handlers.services import Services, SlackSettings
 
     settings = SlackSettings.from_env(web_api_only=True)
-    return Services.create(repo, config, runner, settings.web_client())
+    clients = workspace_clients(repo, settings)
+    return Services.create(repo, config, runner, clients.default, clients)
 
 
 async def _approvals_decide(repo: Repository, config: Config, args: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ from bot.runner import Runner
 from handlers.app import build_app, build_web_app
 from handlers.decisions import after_expiry, resume_and_publish
 from handlers.instrument import observe_request
+from handlers.oauth import workspace_clients
 from handlers.services import Services, SlackSettings
 from handlers.sweeper import run_sweeper
 from storage.repository import CallbackOutcome, DatabaseUnavailable, Repository
@@ -153,7 +154,8 @@ async def started_bot(
         repo = await Repository.open(config.database_url)
     runner = Runner(repo, config)
     session = aiohttp.ClientSession()
-    services = Services.create(repo, config, runner, settings.web_client(session))
+    clients = workspace_clients(repo, settings, session)
+    services = Services.create(repo, config, runner, clients.default, clients)
     app = build_app(services, settings)
     count_database_errors(repo)
     app.middleware(observe_request)  # log ids and acknowledgement latency

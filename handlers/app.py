@@ -20,7 +20,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from yarl import URL
 
-from handlers import listeners, payloads
+from handlers import listeners, oauth, payloads
 from handlers.services import Services, SlackSettings
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,8 @@ def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
         process_before_response=True,
         request_verification_enabled=True,
         logger=logging.getLogger("slack_bolt"),
+        # OAuth installs: bolt's authorize finds each request's workspace token.
+        oauth_settings=oauth.oauth_settings(services, settings) if settings.oauth else None,
     )
 
     @app.middleware
@@ -64,6 +66,8 @@ def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
         return await next()
 
     listeners.register(app, services)
+    if settings.oauth:
+        oauth.register_uninstall(app, services)
     return app
 
 
@@ -101,9 +105,27 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
             return web.json_response({"ok": False, "database": "unreachable"}, status=503)
         return web.json_response({"ok": True})
 
+    async def oauth_flow(request: web.Request) -> web.Response:
+        """``GET /slack/install`` and ``/slack/oauth_redirect``: bolt's OAuth flow."""
+        flow = app.oauth_flow
+        assert flow is not None
+        bolt_request = AsyncBoltRequest(
+            body="",
+            query=request.query_string,
+            headers=request.headers,  # type: ignore[arg-type]
+        )
+        if request.path == flow.install_path:
+            bolt_response = await flow.handle_installation(bolt_request)
+        else:
+            bolt_response = await flow.handle_callback(bolt_request)
+        return await to_aiohttp_response(bolt_response)
+
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, slack_events)
     web_app.router.add_get("/healthz", healthz)
+    if app.oauth_flow is not None:
+        web_app.router.add_get(app.oauth_flow.install_path, oauth_flow)
+        web_app.router.add_get(app.oauth_flow.redirect_uri_path, oauth_flow)
     return web_app
 
 

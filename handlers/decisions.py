@@ -101,10 +101,11 @@ async def decide_from_slack(
                 return
             if clicked is not None and not approval.card_ts:
                 await services.repo.adopt_card(approval_id, channel=clicked[0], ts=clicked[1])
-            groups = await services.groups.groups_of(actor, approval.approvers)
+            team = approval.team_id
+            groups = await services.groups.groups_of(actor, approval.approvers, team=team)
             if groups and actor not in approval.approvers:
                 # Only a group lets them decide, by a cached answer: ask Slack again.
-                groups = await services.groups.confirmed(actor, groups)
+                groups = await services.groups.confirmed(actor, groups, team=team)
             decision = await services.runner.decide(
                 approval_id, actor=actor, approve=approve, reason=reason, actor_groups=groups
             )

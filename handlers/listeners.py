@@ -140,6 +140,7 @@ async def tell_how(services: Services, request: Request) -> None:
         channel=request.channel,
         user=request.requester,
         thread_ts=request.thread_ts,
+        team=request.team_id,
         text="Mention me with what you need, for example `@approval-bot restart payments`.",
     )
 
@@ -248,7 +249,9 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
             )
             return
         try:
-            groups = await services.groups.groups_of(actor, approval.approvers)
+            groups = await services.groups.groups_of(
+                actor, approval.approvers, team=approval.team_id
+            )
         except GroupLookupFailed as exc:
             log.error("approval %s: deny click by %s not checked (%s)", approval_id, actor, exc)
             await tell(GROUPS_UNKNOWN)
@@ -291,7 +294,9 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
 
         async def tell(text: str) -> None:
             if channel:
-                await services.publisher.ephemeral(channel=channel, user=actor, text=text)
+                await services.publisher.ephemeral(
+                    channel=channel, user=actor, text=text, team=team
+                )
             elif response_url:  # denied from an /approvals list, which has no channel of its own
                 await AsyncWebhookClient(response_url, session=services.client.session).send(
                     text=text, response_type="ephemeral", replace_original=False
@@ -436,7 +441,7 @@ async def approvals_page(
     elif view == "all":
         where = PendingFilter(team_id=team, channel=channel)
     else:
-        groups = await services.groups.groups_of(user, services.group_approvers())
+        groups = await services.groups.groups_of(user, services.group_approvers(), team=team)
         # Approvals that name nobody are listed only in their own channel: listed anywhere,
         # a private channel's would be seen (and decided) by the whole workspace.
         where = PendingFilter(

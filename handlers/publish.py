@@ -27,6 +27,7 @@ from bot import logs
 from bot.clock import utcnow
 from bot.runner import RunOutcome
 from handlers.blocks import escape, render_approval_card, split_for_slack
+from handlers.workspaces import WorkspaceClients
 from storage.models import Run
 from storage.repository import Repository
 
@@ -47,14 +48,26 @@ SLACK_FAILURES = (SlackApiError, aiohttp.ClientError, asyncio.TimeoutError)
 
 
 class Publisher:
-    def __init__(self, client: AsyncWebClient, repo: Repository) -> None:
+    """``clients`` gives each workspace's client: a run or approval is published with the
+    token of the workspace it belongs to (its ``team_id``)."""
+
+    def __init__(
+        self, client: AsyncWebClient, repo: Repository, clients: WorkspaceClients | None = None
+    ) -> None:
         self.client = client
         self.repo = repo
+        self.clients = clients or WorkspaceClients(client)
 
-    async def progress(self, channel: str, thread_ts: str, text: str = WORKING) -> str | None:
+    async def _client(self, team_id: str) -> AsyncWebClient:
+        """Raises NotInstalled (a SlackApiError) for a workspace that uninstalled the app."""
+        return await self.clients.for_team(team_id)
+
+    async def progress(
+        self, channel: str, thread_ts: str, text: str = WORKING, *, team: str = ""
+    ) -> str | None:
         """A message that the outcome will replace; None if Slack would not take it."""
         try:
-            response = await self.client.chat_postMessage(
+            response = await (await self._client(team)).chat_postMessage(
                 channel=channel, thread_ts=thread_ts, text=text
             )
         except SLACK_FAILURES as exc:
@@ -71,11 +84,12 @@ class Publisher:
         stored = run.progress_ts
         if stored is not None:
             try:
-                await self.client.chat_update(channel=run.channel, ts=stored, text=text, blocks=[])
+                client = await self._client(run.team_id)
+                await client.chat_update(channel=run.channel, ts=stored, text=text, blocks=[])
                 return stored
             except SLACK_FAILURES as exc:
                 log.error("run %s: could not update its progress message: %s", run.id, exc)
-        ts = await self.progress(run.channel, run.thread_ts, text)
+        ts = await self.progress(run.channel, run.thread_ts, text, team=run.team_id)
         if ts is not None:
             await self.repo.set_progress(run.id, ts)
         return ts
@@ -140,17 +154,16 @@ class Publisher:
         # Escape first: escaping can make text several times longer than Slack's limit.
         chunks = split_for_slack(escape(text) if escape_text else text)
         try:
+            client = await self._client(run.team_id)
             first, rest = chunks[0], chunks[1:]
             if progress_ts:
-                await self.client.chat_update(
-                    channel=run.channel, ts=progress_ts, text=first, blocks=[]
-                )
+                await client.chat_update(channel=run.channel, ts=progress_ts, text=first, blocks=[])
             else:
-                await self.client.chat_postMessage(
+                await client.chat_postMessage(
                     channel=run.channel, thread_ts=run.thread_ts, text=first
                 )
             for chunk in rest:
-                await self.client.chat_postMessage(
+                await client.chat_postMessage(
                     channel=run.channel, thread_ts=run.thread_ts, text=chunk
                 )
         except SLACK_FAILURES as exc:
@@ -170,7 +183,7 @@ class Publisher:
             return  # posted, being posted elsewhere, or decided already
         text, blocks = render_approval_card(approval)
         try:
-            response = await self.client.chat_postMessage(
+            response = await (await self._client(approval.team_id)).chat_postMessage(
                 channel=approval.channel,
                 thread_ts=approval.thread_ts or None,
                 text=text,
@@ -217,15 +230,16 @@ class Publisher:
         text, blocks = render_approval_card(approval)
         for channel, ts in places:
             try:
-                await self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+                client = await self._client(approval.team_id)
+                await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
             except SLACK_FAILURES as exc:
                 log.error("approval %s: could not update its card: %s", approval_id, exc)
 
     async def ephemeral(
-        self, *, channel: str, user: str, text: str, thread_ts: str | None = None
+        self, *, channel: str, user: str, text: str, thread_ts: str | None = None, team: str = ""
     ) -> None:
         try:
-            await self.client.chat_postEphemeral(
+            await (await self._client(team)).chat_postEphemeral(
                 channel=channel, user=user, text=text, thread_ts=thread_ts
             )
         except SLACK_FAILURES as exc:

@@ -22,6 +22,7 @@ from bot.config import Config, ConfigError
 from bot.runner import Runner
 from handlers.instrument import InstrumentedWebClient, RateLimitCounter
 from handlers.publish import SLACK_FAILURES, Publisher
+from handlers.workspaces import WorkspaceClients
 from storage.repository import Repository
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,15 @@ class SlackSettings:
     signing_secret: str
     app_token: str | None = None
     api_url: str = SLACK_API_DEFAULT
+    # OAuth installs (all three set): a token per workspace, from the installation store.
+    client_id: str | None = None
+    client_secret: str | None = None
+    state_secret: str | None = None
+
+    @property
+    def oauth(self) -> bool:
+        """Installed in several workspaces through OAuth, rather than one SLACK_BOT_TOKEN."""
+        return bool(self.client_id and self.client_secret and self.state_secret)
 
     @classmethod
     def from_env(
@@ -62,31 +72,45 @@ class SlackSettings:
         """``web_api_only``: for calling Slack (the CLI), not for receiving its requests."""
         env = os.environ if environ is None else environ
         receives = not (socket_mode or web_api_only)
+        oauth_names = ("SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET", "SLACK_STATE_SECRET")
+        oauth_given = [name for name in oauth_names if env.get(name)]
+        # OAuth installs replace the one bot token (the CLI's calls too).
+        oauth = len(oauth_given) == len(oauth_names)
         missing = [
             name
             for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET")
-            if not env.get(name) and (receives or name == "SLACK_BOT_TOKEN")
+            if not env.get(name)
+            and (receives or name == "SLACK_BOT_TOKEN")
+            and not (oauth and name == "SLACK_BOT_TOKEN")
         ]
+        if oauth_given and not oauth and not web_api_only:
+            missing += [name for name in oauth_names if not env.get(name)]
         if socket_mode and not env.get("SLACK_APP_TOKEN"):
             missing.append("SLACK_APP_TOKEN")
         if missing:
             raise ConfigError(f"missing environment variable(s): {', '.join(missing)}")
         api_url = env.get("SLACK_API_URL") or SLACK_API_DEFAULT
         return cls(
-            bot_token=env["SLACK_BOT_TOKEN"],
+            bot_token="" if oauth else env["SLACK_BOT_TOKEN"],
             signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
             app_token=env.get("SLACK_APP_TOKEN") or None,
             api_url=api_url if api_url.endswith("/") else api_url + "/",
+            client_id=env.get("SLACK_CLIENT_ID") if oauth else None,
+            client_secret=env.get("SLACK_CLIENT_SECRET") if oauth else None,
+            state_secret=env.get("SLACK_STATE_SECRET") if oauth else None,
         )
 
-    def web_client(self, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
+    def web_client(
+        self, session: aiohttp.ClientSession | None = None, *, token: str | None = None
+    ) -> AsyncWebClient:
         """A client that honours Retry-After on 429s and retries dropped connections.
 
         Pass a long-lived ``session``: without one slack_sdk opens a new connection (and
         resolves the host again) for every call.
         """
         return InstrumentedWebClient(
-            token=self.bot_token,
+            # No token at all (not ""), in OAuth mode: bolt then finds none to warn about.
+            token=(self.bot_token if token is None else token) or None,
             base_url=self.api_url,
             session=session,
             retry_handlers=[
@@ -115,11 +139,13 @@ class UserGroups:
     client: AsyncWebClient
     clock: Callable[[], float] = time.monotonic
     lookup_time_limit: float = GROUP_LOOKUP_SECONDS
-    # group -> (until, members)
-    _cache: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
+    # Each workspace's groups are asked with its own token.
+    clients: WorkspaceClients | None = None
+    # (workspace, group) -> (until, members)
+    _cache: dict[tuple[str, str], tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     async def groups_of(
-        self, user: str, candidates: Collection[str], *, fresh: bool = False
+        self, user: str, candidates: Collection[str], *, fresh: bool = False, team: str = ""
     ) -> set[str]:
         """The groups among ``candidates`` that ``user`` is in; ``fresh`` asks Slack.
 
@@ -129,28 +155,33 @@ class UserGroups:
         try:
             async with asyncio.timeout(self.lookup_time_limit):
                 for group in candidates:
-                    if group.startswith("S") and user in await self.members(group, fresh=fresh):
+                    if group.startswith("S") and user in await self.members(
+                        group, fresh=fresh, team=team
+                    ):
                         groups.add(group)
         except TimeoutError as exc:
             raise GroupLookupFailed("Slack did not answer a user group lookup in time") from exc
         return groups
 
-    async def confirmed(self, user: str, groups: Collection[str]) -> set[str]:
+    async def confirmed(self, user: str, groups: Collection[str], *, team: str = "") -> set[str]:
         """The groups (found in the cache) that Slack still says ``user`` is in."""
-        return await self.groups_of(user, groups, fresh=True)
+        return await self.groups_of(user, groups, fresh=True, team=team)
 
     def forget(self, group: str) -> None:
         """Slack says the group changed: the next question asks Slack again."""
-        self._cache.pop(group, None)
+        for key in [key for key in self._cache if key[1] == group]:
+            del self._cache[key]
 
-    async def members(self, group: str, *, fresh: bool = False) -> frozenset[str]:
+    async def members(self, group: str, *, fresh: bool = False, team: str = "") -> frozenset[str]:
         """Raises GroupLookupFailed when Slack cannot answer now."""
-        cached = self._cache.get(group)
+        key = (team, group)
+        cached = self._cache.get(key)
         if not fresh and cached and self.clock() < cached[0]:
             return cached[1]
         ttl = GROUP_CACHE_SECONDS
         try:
-            response = await self.client.usergroups_users_list(usergroup=group)
+            client = self.client if self.clients is None else await self.clients.for_team(team)
+            response = await client.usergroups_users_list(usergroup=group)
             members = frozenset(response.get("users", []))
         except SlackApiError as exc:
             if exc.response.get("error") == "ratelimited":
@@ -161,7 +192,7 @@ class UserGroups:
             members, ttl = frozenset(), GROUP_ERROR_CACHE_SECONDS
         except SLACK_FAILURES as exc:
             raise GroupLookupFailed(f"Slack could not be reached to look up {group}") from exc
-        self._cache[group] = (self.clock() + ttl, members)
+        self._cache[key] = (self.clock() + ttl, members)
         return members
 
 
@@ -174,21 +205,30 @@ class Services:
     publisher: Publisher
     groups: UserGroups
     background: BackgroundTasks
+    clients: WorkspaceClients
     ack_time_limit: float = ACK_TIME_LIMIT
     decision_time_limit: float = DECISION_TIME_LIMIT
 
     @classmethod
     def create(
-        cls, repo: Repository, config: Config, runner: Runner, client: AsyncWebClient
+        cls,
+        repo: Repository,
+        config: Config,
+        runner: Runner,
+        client: AsyncWebClient,
+        clients: WorkspaceClients | None = None,
     ) -> Services:
+        """``clients``: a token per workspace (OAuth installs); else ``client`` for all."""
+        clients = clients or WorkspaceClients(client)
         return cls(
             repo=repo,
             config=config,
             runner=runner,
             client=client,
-            publisher=Publisher(client, repo),
-            groups=UserGroups(client),
+            publisher=Publisher(client, repo, clients),
+            groups=UserGroups(client, clients=clients),
             background=BackgroundTasks(),
+            clients=clients,
         )
 
     def group_approvers(self) -> set[str]:

@@ -31,6 +31,11 @@ def test_manifest_declares_what_the_bot_uses(manifest: dict) -> None:
         "app_mention",
         "subteam_members_changed",
         "subteam_updated",
+        "app_uninstalled",
+        "tokens_revoked",
+    ]
+    assert manifest["oauth_config"]["redirect_urls"] == [
+        "https://approval-bot.example.com/slack/oauth_redirect"
     ]
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
     [command] = manifest["features"]["slash_commands"]
