@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -24,6 +25,9 @@ from handlers.instrument import InstrumentedWebClient, RateLimitCounter
 from handlers.publish import SLACK_FAILURES, Publisher
 from handlers.workspaces import WorkspaceClients
 from storage.repository import Repository
+
+if TYPE_CHECKING:
+    from handlers.home import HomeTabs
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +87,8 @@ class SlackSettings:
             and (receives or name == "SLACK_BOT_TOKEN")
             and not (oauth and name == "SLACK_BOT_TOKEN")
         ]
-        if oauth_given and not oauth and not web_api_only:
+        if oauth_given and not oauth and not env.get("SLACK_BOT_TOKEN"):
+            # Half an OAuth setup and no bot token: say what would complete either.
             missing += [name for name in oauth_names if not env.get(name)]
         if socket_mode and not env.get("SLACK_APP_TOKEN"):
             missing.append("SLACK_APP_TOKEN")
@@ -206,6 +211,7 @@ class Services:
     groups: UserGroups
     background: BackgroundTasks
     clients: WorkspaceClients
+    home: HomeTabs | None = None  # the App Home, once the bolt app registers it
     ack_time_limit: float = ACK_TIME_LIMIT
     decision_time_limit: float = DECISION_TIME_LIMIT
 

@@ -278,6 +278,9 @@ def test_oauth_settings_come_from_the_environment() -> None:
     # One bot token, as before: no OAuth.
     single = SlackSettings.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "sig"})
     assert not single.oauth and single.bot_token == "xoxb-1"
-    # Half an OAuth configuration names what is missing.
-    with pytest.raises(ConfigError, match="SLACK_STATE_SECRET"):
+    # Half an OAuth configuration, and no bot token, names what is missing.
+    with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN, SLACK_STATE_SECRET"):
         SlackSettings.from_env({**oauth, "SLACK_STATE_SECRET": ""})
+    # Beside a bot token, a stray OAuth variable changes nothing.
+    stray = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s", "SLACK_CLIENT_SECRET": "x"}
+    assert not SlackSettings.from_env(stray).oauth
