@@ -46,6 +46,7 @@ from storage.db import (
     open_database,
 )
 from storage.events import EventStore
+from storage.home import HomeStore
 from storage.installations import InstallationStore
 from storage.limits import DATABASE_FAILURES, DatabaseBusy, time_limit
 from storage.pauses import PauseStore
@@ -99,9 +100,9 @@ __all__ = [
 WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
 
 
-class Repository(RunStore, ApprovalStore, PauseStore, EventStore, InstallationStore):
+class Repository(RunStore, ApprovalStore, PauseStore, EventStore, InstallationStore, HomeStore):
     """Every transaction approval-bot makes, by aggregate (runs, approvals and the other
-    pauses, events, Slack installs)."""
+    pauses, events, Slack installs, App Home reads)."""
 
     def __init__(self, database: Database | AsyncEngine) -> None:
         if isinstance(database, AsyncEngine):  # older callers built the engine themselves
