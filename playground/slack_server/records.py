@@ -33,6 +33,16 @@ APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 CLIENT_AUTH_METHODS = frozenset({"oauth.v2.access"})
 
 
+def _button_elements(blocks: list[Json]) -> Iterator[tuple[str, Json]]:
+    """(block_id, element) for each interactive element of a message or a view."""
+    for block in blocks:
+        if block.get("type") == "actions":
+            for element in block.get("elements", []):
+                yield block.get("block_id", ""), element
+        elif isinstance(block.get("accessory"), dict):
+            yield block.get("block_id", ""), block["accessory"]
+
+
 @dataclass
 class ApiCall:
     """One Web API call as the bot made it: tests assert on what the bot asked Slack to do."""
@@ -78,12 +88,7 @@ class Message:
 
     def buttons(self) -> Iterator[tuple[str, Json]]:
         """(block_id, element) for each interactive element: what a user could click."""
-        for block in self.blocks:
-            if block.get("type") == "actions":
-                for element in block.get("elements", []):
-                    yield block.get("block_id", ""), element
-            elif isinstance(block.get("accessory"), dict):
-                yield block.get("block_id", ""), block["accessory"]
+        return _button_elements(self.blocks)
 
     def to_api(self) -> Json:
         """The message object as Slack returns it in API responses and payloads."""

@@ -26,6 +26,7 @@ from playground.slack_server.blocks import _rich_text_blocks
 from playground.slack_server.chat import ChatMixin
 from playground.slack_server.conversations import ConversationsMixin
 from playground.slack_server.delivery import DeliveryMixin
+from playground.slack_server.home import HomeMixin
 from playground.slack_server.oauth import OAuthMixin
 from playground.slack_server.payloads import PayloadsMixin
 from playground.slack_server.records import (
@@ -52,6 +53,7 @@ from playground.slack_server.webapi import WebApiMixin
 
 class SlackServer(
     OAuthMixin,
+    HomeMixin,
     AuthMixin,
     ChatMixin,
     ConversationsMixin,
@@ -122,6 +124,7 @@ class SlackServer(
         self._event_bodies: dict[str, bytes] = {}
         self._current_call: ApiCall | None = None  # the call a method handler answers
         self._init_workspaces()
+        self._init_home()
         self._socket_tickets: set[str] = set()
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_connected = asyncio.Event()
@@ -139,6 +142,7 @@ class SlackServer(
             "conversations.replies": self._api_conversations_replies,
             "apps.connections.open": self._api_apps_connections_open,
             "oauth.v2.access": self._api_oauth_v2_access,
+            "views.publish": self._api_views_publish,
         }
         # More routes on the same port (the playground's page); applied at start().
         self.route_hooks: list[Callable[[web.Application], None]] = []
