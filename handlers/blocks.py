@@ -386,7 +386,7 @@ def render_approvals_page(
         }
     ]
     for approval in approvals:
-        blocks.extend(_list_item(approval, now, permalinks.get(approval.id)))
+        blocks.extend(list_item(approval, now, permalinks.get(approval.id)))
     navigation = []
     if page > 0:
         navigation.append(_button(PAGE, "Newer", json.dumps({"view": view, "page": page - 1})))
@@ -398,7 +398,8 @@ def render_approvals_page(
     return f"{title}: {total}", blocks
 
 
-def _list_item(approval: Approval, now: datetime, permalink: str | None) -> list[Block]:
+def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[Block]:
+    """An approval in a list (/approvals, the App Home): arguments cut short, buttons."""
     summary, cut = truncated(
         ", ".join(f"{shown_json(k)[1:-1]}={shown_json(v)}" for k, v in approval.arguments.items()),
         LIST_ARGUMENTS_LIMIT,

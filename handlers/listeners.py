@@ -182,7 +182,11 @@ def _clicked_card(body: dict[str, Any]) -> tuple[str, str] | None:
     return (channel, ts) if isinstance(channel, str) and isinstance(ts, str) else None
 
 
-def _teller(respond: AsyncRespond) -> Any:
+def _teller(respond: AsyncRespond, services: Services, body: dict[str, Any]) -> Any:
+    """An ephemeral answer to the clicker; on the App Home (no response URL), at its top."""
+    if not body.get("response_url") and services.home is not None:
+        return services.home.teller(_click_place(body).team, body["user"]["id"])
+
     async def tell(text: str) -> None:
         await respond(text=text, response_type="ephemeral", replace_original=False)
 
@@ -203,7 +207,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 approve=True,
                 reason=None,
                 place=_click_place(body),
-                tell=_teller(respond),
+                tell=_teller(respond, services, body),
                 clicked=_clicked_card(body),
             ),
             name=f"approve {action.get('value')}",
@@ -221,7 +225,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         approval_id = action.get("value", "")
         actor = body["user"]["id"]
         place = _click_place(body)
-        tell = _teller(respond)
+        tell = _teller(respond, services, body)
         try:
             with time_limit(services.ack_time_limit):
                 approval = await approval_clicked_here(services, approval_id, place, tell=tell)
@@ -329,7 +333,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         respond: AsyncRespond,
     ) -> None:
         await ack()
-        tell = _teller(respond)
+        tell = _teller(respond, services, body)
         try:
             with time_limit(services.ack_time_limit):
                 approval = await approval_clicked_here(

@@ -57,6 +57,7 @@ INTERACTIVE = {
     "is_enterprise_install": OPT_BOOL,
 }
 BLOCK_ACTIONS = {**INTERACTIVE, "response_url": STR}
+HOME_ACTIONS = {**INTERACTIVE, "view": OBJ}
 ACTION = {"action_id": STR, "block_id": OPT_STR, "value": OPT_STR, "type": OPT_STR}
 VIEW_SUBMISSION = {**INTERACTIVE, "view": OBJ}
 # Bolt reads view.type to tell workflow steps from modals.
@@ -135,7 +136,10 @@ def _interactive_problem(body: dict[str, Any], spec: dict[str, str]) -> str | No
 
 
 def _actions_problem(body: dict[str, Any]) -> str | None:
-    bad = _interactive_problem(body, BLOCK_ACTIONS)
+    container = body.get("container")
+    on_home = isinstance(container, dict) and container.get("type") == "view"
+    # A click on a view (the App Home) comes with the view and no response URL.
+    bad = _interactive_problem(body, HOME_ACTIONS if on_home else BLOCK_ACTIONS)
     if bad:
         return bad
     actions = body.get("actions")

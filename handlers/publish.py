@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 import aiohttp
@@ -28,7 +29,7 @@ from bot.clock import utcnow
 from bot.runner import RunOutcome
 from handlers.blocks import escape, render_approval_card, split_for_slack
 from handlers.workspaces import WorkspaceClients
-from storage.models import Run
+from storage.models import Approval, Run
 from storage.repository import Repository
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class Publisher:
         self.client = client
         self.repo = repo
         self.clients = clients or WorkspaceClients(client)
+        # Told of every approval whose card is posted or edited (the App Home refreshes).
+        self.on_change: Callable[[Approval], None] | None = None
 
     async def _client(self, team_id: str) -> AsyncWebClient:
         """Raises NotInstalled (a SlackApiError) for a workspace that uninstalled the app."""
@@ -181,6 +184,8 @@ class Publisher:
         approval = await self.repo.claim_card(approval_id, now=now, until=now + CARD_CLAIM)
         if approval is None:
             return  # posted, being posted elsewhere, or decided already
+        if self.on_change is not None:
+            self.on_change(approval)
         text, blocks = render_approval_card(approval)
         try:
             response = await (await self._client(approval.team_id)).chat_postMessage(
@@ -220,6 +225,8 @@ class Publisher:
         approval = await self.repo.get_approval(approval_id)
         if approval is None:
             return
+        if self.on_change is not None:
+            self.on_change(approval)
         places = []
         if approval.card_ts and approval.card_channel:
             places.append((approval.card_channel, approval.card_ts))

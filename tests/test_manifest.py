@@ -29,11 +29,13 @@ def test_manifest_declares_what_the_bot_uses(manifest: dict) -> None:
     assert {"app_mentions:read", "chat:write", "commands", "usergroups:read"} <= scopes
     assert manifest["settings"]["event_subscriptions"]["bot_events"] == [
         "app_mention",
+        "app_home_opened",
         "subteam_members_changed",
         "subteam_updated",
         "app_uninstalled",
         "tokens_revoked",
     ]
+    assert manifest["features"]["app_home"]["home_tab_enabled"] is True
     assert manifest["oauth_config"]["redirect_urls"] == [
         "https://approval-bot.example.com/slack/oauth_redirect"
     ]
