@@ -305,6 +305,8 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 await AsyncWebhookClient(response_url, session=services.client.session).send(
                     text=text, response_type="ephemeral", replace_original=False
                 )
+            elif services.home is not None:  # denied from the App Home
+                await services.home.publish(team, actor, notice=text)
 
         services.background.spawn(
             decide_from_slack(

@@ -89,6 +89,27 @@ async def test_a_refused_click_on_the_home_says_why_on_the_home(slack: Harness) 
     assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
 
 
+async def test_deny_from_the_home_asks_a_reason_and_says_so_on_the_home(
+    slack: Harness,
+) -> None:
+    await slack.mention(REQUESTER, calls("restart_service", {"service": "cache"}))
+    await slack.server.open_home(APPROVER)
+    await slack.settle()
+    await slack.server.click_home(APPROVER, "approval_deny")
+    [modal] = [v for v in slack.server.views.values() if not v.closed]
+    reply = await slack.server.submit_view(
+        APPROVER,
+        modal.id,
+        {"deny_reason": {"reason": {"type": "plain_text_input", "value": "freeze"}}},
+    )
+    assert reply.status == 200
+    await slack.settle()
+    assert ops_tools.EXECUTED == []
+    text = shown(slack.server.home_of(APPROVER))
+    assert "Denied" in text and "freeze" in text
+    assert "approval_deny" not in text
+
+
 async def test_a_home_is_refreshed_when_a_new_approval_waits_for_you(
     slack: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -188,6 +188,13 @@ async def test_two_workspaces_each_use_their_own_token_and_see_only_their_own(
         everything = await slack.server.slash_command(BETA_REQUESTER, BETA_CHANNEL, text="all")
         assert "alpha-db" not in everything.body
 
+        # Beta's approver's App Home lists beta's approval only, published with beta's token.
+        await slack.server.open_home(BETA_APPROVER)
+        await slack.settle()
+        home = json.dumps(slack.server.home_of(BETA_APPROVER))
+        assert "beta-db" in home and "alpha-db" not in home
+        assert [c.team for c in slack.server.calls_to("views.publish") if c.ok] == [BETA]
+
         # A click from beta on alpha's approval is refused and changes nothing.
         await slack.server.click_raw(
             BETA_APPROVER, BETA_CHANNEL, "approval_approve", alpha_approval.id
@@ -240,6 +247,22 @@ async def test_uninstall_cancels_that_workspaces_pending_approvals(repo: Reposit
         # The other workspace is untouched and still served.
         assert len(await pending(repo, ALPHA)) == 1
         assert await repo.find_installation(enterprise_id=None, team_id=ALPHA) is not None
+
+
+async def test_revoked_bot_tokens_uninstall_too(repo: Repository) -> None:
+    async with installed_bot(repo) as slack:
+        await slack.install(BETA, BETA_REQUESTER)
+        await slack.mention(
+            BETA_REQUESTER, BETA_CHANNEL, calls("restart_service", {"service": "beta-db"})
+        )
+        [approval] = await pending(repo, BETA)
+        reply = await slack.server.revoke_bot_token(BETA)
+        assert reply.status == 200
+        await slack.settle()
+        assert await repo.find_installation(enterprise_id=None, team_id=BETA) is None
+        cancelled = await repo.get_approval(approval.id)
+        assert cancelled is not None and cancelled.status == "cancelled"
+        assert "uninstalled" in (cancelled.reason or "")
 
 
 async def test_rotating_tokens_are_refreshed_and_stored(repo: Repository) -> None:

@@ -125,6 +125,20 @@ class OAuthMixin:
         payload = self._event_callback(event, _random_id("Ev"), team_id=team_id)
         return await self.send_event(payload)
 
+    async def revoke_bot_token(self, team_id: str) -> BotReply:
+        """An admin revokes the bot's tokens in ``team_id``: ``tokens_revoked`` is sent."""
+        revoked = self.tokens_of(team_id)
+        for token in revoked:
+            del self._tokens[token]
+        workspace = self.workspaces[team_id]
+        event = {
+            "type": "tokens_revoked",
+            "tokens": {"oauth": [], "bot": [workspace.bot_user_id]},
+            "event_ts": self._next_ts(),
+        }
+        payload = self._event_callback(event, _random_id("Ev"), team_id=team_id)
+        return await self.send_event(payload)
+
     # -- tokens ---------------------------------------------------------------------------
 
     def _team_of_token(self, token: str) -> str | None:
