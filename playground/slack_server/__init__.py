@@ -6,7 +6,8 @@ against mocks of our own code. ``slack_sdk.web.async_client.AsyncWebClient(base_
 and ``slack_sdk.socket_mode.aiohttp.SocketModeClient`` talk to it exactly as they talk to Slack,
 so bolt runs unmodified.
 
-State it owns, all in memory (it is a double of Slack for one workspace, nothing persists):
+State it owns, all in memory (a double of Slack for one workspace, or several with
+``add_workspace``; nothing persists):
 
 * ``messages``: every message in every channel, in posting order, user messages, bot
   messages and ephemeral ones (``ephemeral_to`` set). ``ts`` values are unique and increasing.
@@ -35,7 +36,8 @@ Where each part lives (one module per concern, one per Web API family, as slack_
   from the mixins below.
 * :mod:`.webapi`: ``/api/{method}`` dispatch, recording and fault injection;
   :mod:`.auth`, :mod:`.chat`, :mod:`.conversations`, :mod:`.users`, :mod:`.usergroups` and
-  :mod:`.views`: the Web API families.
+  :mod:`.views`: the Web API families; :mod:`.oauth`: workspaces, their tokens,
+  ``oauth.v2.access`` and uninstalls; :mod:`.home`: ``views.publish`` and the App Home.
 * :mod:`.response_urls`: response URLs; :mod:`.payloads`: what Slack sends the bot;
   :mod:`.delivery`: sending it signed over HTTP; :mod:`.socket_mode`: over Socket Mode.
 
