@@ -156,7 +156,8 @@ class DatabaseStateStore(AsyncOAuthStateStore):
         return log
 
     def _mac(self, nonce: str) -> str:
-        return hmac.new(self.secret, nonce.encode(), hashlib.sha256).hexdigest()[:32]
+        material = nonce.encode("utf-8", "surrogateescape")
+        return hmac.new(self.secret, material, hashlib.sha256).hexdigest()[:32]
 
     async def async_issue(self, *args: Any, **kwargs: Any) -> str:
         nonce = secrets.token_urlsafe(24)
@@ -167,7 +168,13 @@ class DatabaseStateStore(AsyncOAuthStateStore):
 
     async def async_consume(self, state: str) -> bool:
         nonce, _, mac = state.partition(".")
-        if not nonce or len(state) > 128 or not hmac.compare_digest(mac, self._mac(nonce)):
+        # As bytes: compare_digest raises on str with non-ASCII characters (a crafted state).
+        given = mac.encode("utf-8", "surrogateescape")
+        if (
+            not nonce
+            or len(state) > 128
+            or not hmac.compare_digest(given, self._mac(nonce).encode())
+        ):
             return False
         return await self.repo.consume_oauth_state(state, now=utcnow())
 

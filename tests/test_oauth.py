@@ -149,6 +149,7 @@ async def test_a_forged_or_reused_state_installs_nothing(repo: Repository) -> No
             return response.status
 
         assert await come_back("made-up.0000") == 401
+        assert await come_back("na\u00efve.\u00e9t\u00e9") == 401  # never a 500
         assert await repo.find_installation(enterprise_id=None, team_id=ALPHA) is None
         assert slack.server.calls_to("oauth.v2.access") == []
 
