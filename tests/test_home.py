@@ -131,3 +131,20 @@ async def test_a_home_is_refreshed_when_a_new_approval_waits_for_you(
     text = shown(slack.server.home_of(APPROVER))
     assert all(f"svc{i}" in text for i in range(5))
     assert len(slack.server.calls_to("views.publish")) == opened + 1
+
+
+async def test_approvals_anyone_may_decide_stay_off_the_home(
+    repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Listed on a Home, a private channel's approval would be seen (and decided) outside it.
+    monkeypatch.setattr(home, "DEBOUNCE", 0.01)
+    config = make_config(policies={"restart_service": {"approvers": []}})
+    async with running_bot(config, repo) as slack:
+        await slack.mention(REQUESTER, calls("restart_service", {"service": "private"}))
+        await slack.server.open_home(OTHER_APPROVER)
+        await slack.settle()
+        text = shown(slack.server.home_of(OTHER_APPROVER))
+        assert "private" not in text and "Nothing is waiting for your decision" in text
+        # Its own channel's /approvals still lists it.
+        listing = await slack.server.slash_command(OTHER_APPROVER, "C0OPS", text="")
+        assert "private" in listing.body
