@@ -54,7 +54,7 @@ def add_callback_route(
         if request.content_type == "application/json":
             try:
                 json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):  # deep nesting raises RecursionError
                 return _answer(400, "the body says it is JSON but is not valid JSON")
         try:
             outcome = await runner.complete_callback(token, body)

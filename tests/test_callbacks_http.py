@@ -246,3 +246,16 @@ async def test_a_callback_the_database_cannot_record_gets_503_and_changes_nothin
     assert await post(url, '{"status": "deployed"}') == 202, "the same POST again works"
     await h.settle()
     assert await run_status(h.repo, wait.run_id) == "completed"
+
+
+async def test_deeply_nested_json_answers_400_and_changes_nothing(harness: Harness) -> None:
+    """A JSON bomb of brackets makes json.loads raise RecursionError, not ValueError: it
+    was a 500 with a traceback."""
+    h = harness
+    await h.mention("U0REQUESTER", calls(("start_deploy", {"service": "shop"})))
+    wait = await only_wait(h.repo)
+    url = callback_url_on(h, pause_tools.PIPELINE[0])
+    assert await post(url, "[" * 50_000) == 400
+    stored = await h.repo.get_approval(wait.id)
+    assert stored is not None and stored.status == "pending" and stored.result is None
+    assert await post(url, '{"status": "deployed"}') == 202, "the token is still usable"
