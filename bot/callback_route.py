@@ -44,7 +44,7 @@ def add_callback_route(
             return _answer(404, "unknown callback")
         if (request.content_length or 0) > MAX_CALLBACK_BODY:
             return _too_large()
-        raw = await request.content.read(MAX_CALLBACK_BODY + 1)
+        raw = await _read_at_most(request, MAX_CALLBACK_BODY + 1)
         if len(raw) > MAX_CALLBACK_BODY:
             return _too_large()
         try:
@@ -72,6 +72,21 @@ def add_callback_route(
         return _answer(404, "unknown callback")
 
     web_app.router.add_post(CALLBACK_ROUTE, callback)
+
+
+async def _read_at_most(request: web.Request, limit: int) -> bytes:
+    """The whole body, or its first ``limit`` bytes. ``read(n)`` returns what has arrived so
+    far: a body sent in pieces (a slow sender, chunked encoding) would be cut short, and the
+    single-use token spent on the first piece."""
+    pieces: list[bytes] = []
+    size = 0
+    while size < limit:
+        piece = await request.content.read(limit - size)
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces)
 
 
 def _answer(status: int, message: str) -> web.Response:

@@ -259,3 +259,31 @@ async def test_deeply_nested_json_answers_400_and_changes_nothing(harness: Harne
     stored = await h.repo.get_approval(wait.id)
     assert stored is not None and stored.status == "pending" and stored.result is None
     assert await post(url, '{"status": "deployed"}') == 202, "the token is still usable"
+
+
+async def test_a_body_that_arrives_in_pieces_is_taken_whole(harness: Harness) -> None:
+    """A slow sender's body comes in several reads; the first piece alone used to become
+    the call's result, and the single-use token was spent on it."""
+    h = harness
+    await h.mention("U0REQUESTER", calls(("start_deploy", {"service": "shop"})))
+    wait = await only_wait(h.repo)
+    url = callback_url_on(h, pause_tools.PIPELINE[0])
+    host_port, path = url.removeprefix("http://").split("/", 1)
+    host, port = host_port.split(":")
+    first, rest = b'{"status": ', b'"deployed"}'
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        f"POST /{path} HTTP/1.1\r\nHost: {host_port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(first) + len(rest)}\r\nConnection: close\r\n\r\n".encode()
+        + first
+    )
+    await writer.drain()
+    await asyncio.sleep(0.3)
+    writer.write(rest)
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), NO_HANG)
+    writer.close()
+    assert b" 202 " in status_line, status_line
+    await h.settle()
+    stored = await h.repo.get_approval(wait.id)
+    assert stored is not None and stored.result == '{"status": "deployed"}'
