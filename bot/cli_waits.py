@@ -38,7 +38,7 @@ def add_waits_commands(commands: Any, list_limit: Any) -> argparse.ArgumentParse
 def json_body(text: str) -> str:
     try:
         json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # deep nesting raises RecursionError
         raise argparse.ArgumentTypeError(f"not valid JSON ({exc})") from None
     return text
 

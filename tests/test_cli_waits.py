@@ -104,3 +104,15 @@ async def test_runs_show_says_until_when_a_retry_waits(
     assert out.count("rate limited") >= 1
     code, _, err = await run_cli(capsys, *cfg, "waits", "complete", wait["id"], "--body", "{}")
     assert code == 1 and "is a retry: it runs by itself" in err
+
+
+async def test_a_deeply_nested_body_is_refused_with_a_usage_line(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """json.loads raises RecursionError on deep nesting: a traceback before, not a refusal."""
+    cfg = ["--config", str(config_file)]
+    with pytest.raises(SystemExit) as usage:
+        await run_cli(capsys, *cfg, "waits", "complete", "apr_x", "--body", "[" * 50_000)
+    err = capsys.readouterr().err
+    assert usage.value.code == 2 and "--body: not valid JSON" in err
+    assert "Traceback" not in err
