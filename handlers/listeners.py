@@ -370,7 +370,7 @@ def json_object(text: Any) -> dict[str, Any]:
     """A JSON object from a value we put on a button or modal; {} for anything else."""
     try:
         value = json.loads(text or "{}")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # deep nesting raises RecursionError
         log.warning("ignoring a malformed value sent back by Slack: %.200r", text)
         return {}
     return value if isinstance(value, dict) else {}

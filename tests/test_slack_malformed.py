@@ -333,3 +333,20 @@ async def test_any_signed_body_gets_an_answer_below_500(
         assert reply.status < 500, (body, reply.status, reply.body)
     await slack.settle()
     assert await snapshot(repo) == before
+
+
+async def test_deeply_nested_private_metadata_is_refused_not_a_500(
+    slack: Harness, repo: Repository
+) -> None:
+    """json.loads raises RecursionError, not ValueError, on deep nesting: a value sent back
+    by Slack (private_metadata, a button's value) of thousands of brackets was a 500."""
+    _approval_id, view_id = await _open_deny_modal(slack)
+    before = await snapshot(repo)
+    submission = slack.server.submission_payload("U0APPROVER1", view_id, {})
+    submission["view"]["private_metadata"] = "[" * 5000
+    reply = await slack.server.send_raw(
+        urlencode({"payload": json.dumps(submission)}).encode(), FORM_TYPE
+    )
+    assert reply.status == 200, (reply.status, reply.body)
+    await slack.settle()
+    assert await snapshot(repo) == before
