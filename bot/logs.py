@@ -12,8 +12,8 @@ from libraries (``logging.captureWarnings``), uncaught exceptions (``sys.excepth
 Secrets are redacted from every line, in either format, as defence in depth: the values of
 the environment's secrets (``SLACK_BOT_TOKEN``, ``SLACK_SIGNING_SECRET``, any ``*_TOKEN``,
 ``*_SECRET``, ``*_KEY`` or ``*_PASSWORD``, the password in ``DATABASE_URL`` or any other
-URL), anything shaped like a Slack token, and values registered at run time with
-:func:`register_secret` (callback tokens, for instance).
+URL), anything shaped like a Slack token or a callback URL's token, and values registered at
+run time with :func:`register_secret`.
 
 The ids travel in a contextvar: :func:`bind` (or the :func:`bound_to` decorator) sets them for
 the current task, and asyncio copies them into the tasks it starts from there.
@@ -50,6 +50,10 @@ SECRET_SUFFIXES = ("_TOKEN", "_SECRET", "_KEY", "_PASSWORD", "_PASS")
 MIN_SECRET_LENGTH = 6
 # Slack's token shapes: bot, user, app-level, refresh and configuration tokens.
 SLACK_TOKEN = re.compile(r"\b(?:xox[abeoprs]|xapp|xoxe\.xox[bp])-[0-9A-Za-z.-]{4,}")
+# A callback URL's token (bot.pauses): plain, JSON-escaped ("\\/") or percent-encoded (a URL
+# handed to a pipeline in a query string). Matched by shape: a process may hand out any
+# number of them, and registering each would grow the redacting pattern for ever.
+CALLBACK_TOKEN = re.compile(r"((?:/|\\/|%2[Ff])callbacks(?:/|\\/|%2[Ff]))[A-Za-z0-9_-]{20,}")
 # Bolt warns that SLACK_BOT_TOKEN goes unused whenever a client is passed, on every start.
 BOLT_TOKEN_UNUSED = "`token` will be unused"
 
@@ -206,6 +210,7 @@ class Redactor:
         pattern = self._pattern
         if pattern is not None:
             text = pattern.sub(REDACTED, text)
+        text = CALLBACK_TOKEN.sub(rf"\g<1>{REDACTED}", text)
         return SLACK_TOKEN.sub(REDACTED, text)
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.logs import Redactor
+from bot.logs import REDACTED, Redactor
 from tests.serve_process import ROOT, SECRET, served_bot
 from tests.served_flow import APPROVER, CHANNEL, approve_one, leave_pending
 
@@ -208,3 +209,20 @@ def test_redactor_replaces_registered_values_and_slack_token_shapes() -> None:
         'signed with [redacted], "[redacted]", [redacted], [redacted], [redacted], '
         "[redacted], in /root, abc"
     )
+
+
+def test_callback_urls_are_redacted_wherever_they_are_logged() -> None:
+    """Nothing registered callback tokens, though the module said so: a tool (or an HTTP
+    client's log at -v) writing the URL it hands to a pipeline put a live token in the log."""
+    from bot.logs import redact
+    from bot.pauses import TOKEN_BYTES
+
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    for line in (
+        f"started deploy, notify=http://bot.example.com/callbacks/{token}",
+        f"HTTP Request: POST https://ci/hook?notify=https%3A%2F%2Fbot%2Fcallbacks%2F{token} 200",
+        f'{{"notify": "https:\\/\\/bot.example.com\\/callbacks\\/{token}"}}',
+    ):
+        redacted = redact(line)
+        assert token not in redacted, redacted
+        assert "callbacks" in redacted and REDACTED in redacted, redacted
