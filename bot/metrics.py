@@ -19,6 +19,7 @@ which serves no metrics, never pays for importing prometheus-client.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -201,9 +202,15 @@ def metrics_handler(repo: Repository) -> Callable[[web.Request], Any]:
     from prometheus_client.aiohttp import make_aiohttp_handler
 
     exposition = make_aiohttp_handler(REGISTRY)
+    # The endpoint needs no credentials and may share Slack's port: scrapes that overlap
+    # share one database read, so a burst of them holds one pool connection, not one each.
+    in_flight: asyncio.Task[DatabaseSnapshot] | None = None
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        await scrape(repo)
+        nonlocal in_flight
+        if in_flight is None or in_flight.done():
+            in_flight = asyncio.ensure_future(scrape(repo))
+        await asyncio.shield(in_flight)
         return await exposition(request)
 
     return handle

@@ -6,6 +6,7 @@ created is counted by this one too (the test writes one behind the served bot's 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 
@@ -360,3 +361,51 @@ def test_a_bad_metrics_port_is_a_configuration_error(bad: object) -> None:
         config_from_dict({"metrics_port": bad})
     assert config_from_dict({"metrics_port": 9100}).metrics_port == 9100
     assert config_from_dict({}).metrics_port is None
+
+
+async def test_a_burst_of_scrapes_holds_one_database_read_at_a_time(
+    database_url: str, tmp_path: Path
+) -> None:
+    """/metrics is unauthenticated and, by default, on Slack's port; each scrape read the
+    database, so a burst of them held as many pool connections (the decisions' too) while
+    the database was slow. Scrapes that overlap share one read."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite readers are never blocked (WAL): nothing piles up to count")
+    import asyncpg
+
+    async with served_bot(database_url, tmp_path) as served:
+        blocker = await asyncpg.connect(database_url)
+        # Not the blocker: inside a transaction pg_stat_activity is read once and cached.
+        watcher = await asyncpg.connect(database_url)
+        try:
+            transaction = blocker.transaction()
+            await transaction.start()
+            await blocker.execute("LOCK TABLE runs, approvals IN ACCESS EXCLUSIVE MODE")
+
+            async def waiting_reads() -> int:
+                return await watcher.fetchval(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND state = 'active' AND wait_event_type = 'Lock' "
+                    "AND query LIKE '%GROUP BY tool_name%'"
+                )
+
+            async with aiohttp.ClientSession() as session:
+
+                async def get(path: str) -> int:
+                    async with session.get(f"{served.url}{path}") as response:
+                        return response.status
+
+                burst = asyncio.gather(
+                    *(get(path) for path in ("/metrics", "/readyz") for _ in range(8))
+                )
+                while await waiting_reads() == 0:
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.5)  # the rest of the burst arrives meanwhile
+                piled_up = await waiting_reads()
+                await transaction.rollback()
+                statuses = await burst
+        finally:
+            await blocker.close()
+            await watcher.close()
+    assert piled_up == 1, f"{piled_up} reads of the database for one burst"
+    assert set(statuses) <= {200, 503}, statuses
