@@ -53,7 +53,7 @@ def refusal(pause: Pause, *, now: datetime, max_retry_wait: timedelta) -> str | 
             or len(choices) > MAX_CHOICES
             or not all(isinstance(c, str) and c.strip() for c in choices)
             or any(len(c) > MAX_CHOICE_LENGTH for c in choices)
-            or len(set(choices)) != len(choices)
+            or len({c.strip() for c in choices}) != len(choices)  # told apart by more than spaces
         ):
             return (
                 f"Error: choices must be up to {MAX_CHOICES} different, non-empty strings of "

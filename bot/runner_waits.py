@@ -59,10 +59,15 @@ class PauseSettling:
             raise DecisionRefused(
                 f"An answer can be at most {MAX_ANSWER_LENGTH} characters long.", approval
             )
-        if choices and text not in choices:
-            raise DecisionRefused(
-                "Answer with one of the choices: " + ", ".join(choices) + ".", approval
-            )
+        if choices:
+            # The choice as the model wrote it; its spaces do not have to be typed (refusal
+            # in bot.pause_rows keeps choices that differ only in spaces out).
+            chosen = next((choice for choice in choices if choice.strip() == text), None)
+            if chosen is None:
+                raise DecisionRefused(
+                    "Answer with one of the choices: " + ", ".join(choices) + ".", approval
+                )
+            text = chosen
         now = self.clock()
         outcome = await self.repo.answer_question(
             approval_id,

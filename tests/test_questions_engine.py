@@ -168,3 +168,22 @@ async def test_a_question_without_text_is_an_error_for_the_model(runner: Runner)
     assert outcome.status == "completed"
     refusal = "Error: ask_user needs a question; nothing was asked."
     assert outcome.answer == f"Results: ask_user={refusal}"
+
+
+async def test_a_choice_with_spaces_around_it_can_be_answered(runner: Runner) -> None:
+    """Answers are stripped and had to equal one of the choices as the model wrote them: a
+    choice like " eu-west " could never be chosen (not even by its own button's text), and
+    the question stayed open until it expired. The answer is the choice as written."""
+    outcome = await runner.start(request(ask(choices=[" eu-west ", "us-east"])))
+    (question,) = outcome.new_approvals
+    for answer in (" eu-west ", "eu-west"):
+        with pytest.raises(NotAllowed):
+            await runner.answer(question.id, actor="U0OUTSIDER", answer=answer)
+    decision = await runner.answer(question.id, actor="U0REQUESTER", answer=" eu-west ")
+    assert decision.resume_claimed and decision.approval.result == " eu-west "
+
+
+async def test_choices_that_differ_only_in_spaces_are_refused(runner: Runner) -> None:
+    outcome = await runner.start(request(ask(choices=["eu-west", "eu-west "])))
+    assert outcome.status == "completed" and not outcome.new_approvals
+    assert "choices must be up to" in (outcome.answer or "")
