@@ -32,7 +32,8 @@ def refusal(pause: Pause, *, now: datetime, max_retry_wait: timedelta) -> str | 
     """The error result for a pause that cannot be taken as asked, or None."""
     if isinstance(pause, RetryAt):
         when = pause.when
-        if not isinstance(when, datetime) or when.tzinfo is None:
+        # A tzinfo whose utcoffset() is None leaves a datetime naive (Python's definition).
+        if not isinstance(when, datetime) or when.utcoffset() is None:
             return (
                 "Error: RetryAt needs a timezone-aware datetime (like "
                 "datetime.now(UTC) + timedelta(minutes=5)); the call was not retried."

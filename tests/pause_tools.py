@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from bot.pauses import RetryAt, WaitForCallback, callback_url
 from tests import ops_tools
@@ -74,6 +74,24 @@ def rate_limited(service: str) -> str:
 def naive_retry(service: str) -> str:
     """Asks for a retry at a time without a time zone."""
     raise RetryAt(datetime.now() + timedelta(minutes=1), "oops")
+
+
+class NoOffset(tzinfo):
+    """A time zone that does not say its offset: a datetime in it is naive all the same."""
+
+    def utcoffset(self, dt: datetime | None) -> None:
+        return None
+
+    def dst(self, dt: datetime | None) -> None:
+        return None
+
+    def tzname(self, dt: datetime | None) -> str:
+        return "nowhere"
+
+
+def offsetless_retry(service: str) -> str:
+    """Asks for a retry at a time whose time zone has no offset."""
+    raise RetryAt(datetime.now().replace(tzinfo=NoOffset()) + timedelta(minutes=1), "oops")
 
 
 def far_retry(service: str) -> str:

@@ -21,6 +21,7 @@ from tests.test_engine import calls, executed, request
 RETRY_TOOLS = [
     "tests.pause_tools:rate_limited",
     "tests.pause_tools:naive_retry",
+    "tests.pause_tools:offsetless_retry",
     "tests.pause_tools:far_retry",
 ]
 
@@ -130,6 +131,14 @@ async def test_an_approved_call_is_retried_on_its_approval_and_never_after_it_su
 
 async def test_a_naive_time_is_a_clear_tool_error_and_no_pause(runner: Runner) -> None:
     outcome = await runner.start(request(calls(("naive_retry", {"service": "api"}))))
+    assert outcome.status == "completed" and outcome.new_approvals == []
+    assert "RetryAt needs a timezone-aware datetime" in (outcome.answer or "")
+
+
+async def test_a_time_zone_without_an_offset_is_as_naive_as_none(runner: Runner) -> None:
+    """``tzinfo`` set but ``utcoffset()`` None is naive by Python's rules; it was taken,
+    read as the machine's local time."""
+    outcome = await runner.start(request(calls(("offsetless_retry", {"service": "api"}))))
     assert outcome.status == "completed" and outcome.new_approvals == []
     assert "RetryAt needs a timezone-aware datetime" in (outcome.answer or "")
 
