@@ -38,7 +38,7 @@ def refusal(pause: Pause, *, now: datetime, max_retry_wait: timedelta) -> str | 
                 "Error: RetryAt needs a timezone-aware datetime (like "
                 "datetime.now(UTC) + timedelta(minutes=5)); the call was not retried."
             )
-        if when.astimezone(UTC).replace(tzinfo=None) - now > max_retry_wait:
+        if _ahead(when, now) > max_retry_wait:
             return (
                 f"Error: the tool asked to retry at {when.isoformat()}, more than "
                 f"max_retry_wait ({max_retry_wait}) from now; the call was not retried."
@@ -61,6 +61,13 @@ def refusal(pause: Pause, *, now: datetime, max_retry_wait: timedelta) -> str | 
                 f"at most {MAX_CHOICE_LENGTH} characters; nothing was asked."
             )
     return None
+
+
+def _ahead(when: datetime, now: datetime) -> timedelta:
+    """How far ``when`` (aware) is from ``now`` (naive UTC). Subtracting aware datetimes
+    never leaves the calendar; converting one to UTC can (``datetime.max`` west of UTC,
+    ``datetime.min`` east of it raised OverflowError, and the run failed)."""
+    return when - now.replace(tzinfo=UTC)
 
 
 def draft_for(
@@ -98,7 +105,7 @@ def draft_for(
             adopt=armed_id is not None,
         )
     if isinstance(pause, RetryAt):
-        due = max(pause.when.astimezone(UTC).replace(tzinfo=None), now)
+        due = now + max(_ahead(pause.when, now), timedelta(0))
         return ApprovalDraft(
             **common,
             on_expiry="deny",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 from bot.pauses import RetryAt, WaitForCallback, callback_url
 from tests import ops_tools
@@ -92,6 +92,16 @@ class NoOffset(tzinfo):
 def offsetless_retry(service: str) -> str:
     """Asks for a retry at a time whose time zone has no offset."""
     raise RetryAt(datetime.now().replace(tzinfo=NoOffset()) + timedelta(minutes=1), "oops")
+
+
+def edge_of_time_retry(service: str) -> str:
+    """Asks for a retry at the last representable time, west of UTC (beyond year 9999 there)."""
+    raise RetryAt(datetime.max.replace(tzinfo=timezone(timedelta(hours=-5))), "never")
+
+
+def ancient_retry(service: str) -> str:
+    """Asks for a retry at the first representable time, east of UTC (before year 1 there)."""
+    raise RetryAt(datetime.min.replace(tzinfo=timezone(timedelta(hours=5))), "long ago")
 
 
 def far_retry(service: str) -> str:

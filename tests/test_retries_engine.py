@@ -22,6 +22,8 @@ RETRY_TOOLS = [
     "tests.pause_tools:rate_limited",
     "tests.pause_tools:naive_retry",
     "tests.pause_tools:offsetless_retry",
+    "tests.pause_tools:edge_of_time_retry",
+    "tests.pause_tools:ancient_retry",
     "tests.pause_tools:far_retry",
 ]
 
@@ -141,6 +143,19 @@ async def test_a_time_zone_without_an_offset_is_as_naive_as_none(runner: Runner)
     outcome = await runner.start(request(calls(("offsetless_retry", {"service": "api"}))))
     assert outcome.status == "completed" and outcome.new_approvals == []
     assert "RetryAt needs a timezone-aware datetime" in (outcome.answer or "")
+
+
+async def test_times_beyond_the_calendar_in_utc_do_not_fail_the_run(runner: Runner) -> None:
+    """Converting them to UTC raised OverflowError, and the whole run failed."""
+    outcome = await runner.start(request(calls(("edge_of_time_retry", {"service": "api"}))))
+    assert outcome.status == "completed" and outcome.new_approvals == []
+    assert "more than max_retry_wait" in (outcome.answer or ""), outcome.answer
+    past = await runner.start(
+        request(calls(("ancient_retry", {"service": "api"})), thread="1700000000.000400")
+    )
+    assert past.status == "paused", "a time long past is due at once"
+    (retry,) = past.new_approvals
+    assert retry.due_at is not None and retry.due_at <= runner.clock()
 
 
 async def test_a_time_beyond_max_retry_wait_is_a_clear_tool_error(repo: Repository) -> None:
