@@ -509,9 +509,12 @@ async def _disarm(turn: TurnContext, call: CallContext, reason: str) -> None:
 async def _refused(turn: TurnContext, call: CallContext, pause: Pause) -> str | None:
     """The error result for a pause that cannot be taken as asked (the run does not pause),
     or None. A callback armed for a call that does not wait for it is void."""
-    if not isinstance(pause, WaitForCallback):
+    refused = refusal(pause, now=turn.clock(), max_retry_wait=turn.max_retry_wait)
+    if refused is not None:
+        await _disarm(turn, call, "the pause the tool asked for was refused")
+    elif not isinstance(pause, WaitForCallback):
         await _disarm(turn, call, f"the tool raised {type(pause).__name__}, not WaitForCallback")
-    return refusal(pause, now=turn.clock(), max_retry_wait=turn.max_retry_wait)
+    return refused
 
 
 def _pause_call(

@@ -43,6 +43,12 @@ def refusal(pause: Pause, *, now: datetime, max_retry_wait: timedelta) -> str | 
                 f"Error: the tool asked to retry at {when.isoformat()}, more than "
                 f"max_retry_wait ({max_retry_wait}) from now; the call was not retried."
             )
+    timeout = pause.timeout if isinstance(pause, WaitForCallback) else None
+    if timeout is not None and timeout > datetime.max - now:  # now + timeout: no such date
+        return (
+            f"Error: WaitForCallback timeout {timeout} is beyond any date; "
+            "nothing waits for the callback and its URL is void."
+        )
     if isinstance(pause, AskUser):
         question, choices = pause.question, pause.choices
         if not isinstance(question, str) or not question.strip():

@@ -104,6 +104,13 @@ def ancient_retry(service: str) -> str:
     raise RetryAt(datetime.min.replace(tzinfo=timezone(timedelta(hours=5))), "long ago")
 
 
+def endless_deploy(service: str) -> str:
+    """Start a deploy that may take for ever; its pipeline reports back when it is done."""
+    ops_tools.EXECUTED.append(("endless_deploy", {"service": service}))
+    _hand_out(callback_url())
+    raise WaitForCallback(f"deploy of {service}", timeout=timedelta.max)
+
+
 def far_retry(service: str) -> str:
     """Asks for a retry next month."""
     raise RetryAt(datetime.now(UTC) + timedelta(days=30), "maintenance")

@@ -25,6 +25,7 @@ PAUSE_TOOLS = [
     "tests.pause_tools:start_deploy",
     "tests.pause_tools:start_deploy_async",
     "tests.pause_tools:peek_url",
+    "tests.pause_tools:endless_deploy",
 ]
 
 
@@ -247,3 +248,16 @@ async def test_every_kind_of_pause_in_one_response_resumes_once_when_all_are_set
     assert len(executed("start_deploy")) == 1
     run = await repo.get_run(outcome.run_id)
     assert run is not None and run.status == "completed"
+
+
+async def test_a_timeout_beyond_the_calendar_is_a_tool_error_not_a_failed_run(
+    runner: Runner, repo: Repository
+) -> None:
+    """now + timedelta.max raised OverflowError while the pause was drafted: the run failed,
+    and the token it had handed out stayed armed."""
+    outcome = await runner.start(request(calls(("endless_deploy", {"service": "shop"}))))
+    assert outcome.status == "completed" and outcome.new_approvals == [], outcome
+    assert "timeout" in (outcome.answer or ""), outcome.answer
+    (url,) = pause_tools.PIPELINE
+    late = await runner.complete_callback(token_of(url), "done")
+    assert late.status == "gone", "the URL of a wait that was refused is void"
