@@ -37,10 +37,15 @@ def slow_restart(service: str, seconds: float, log: str) -> str:
     """Restart a service slowly (still running when a deploy stops the bot).
 
     Writes "started" and "finished" lines to the file ``log``, flushed to disk, so a test in
-    another process knows whether the call truly ran to its end.
+    another process knows whether the call truly ran to its end. It ends after ``seconds``,
+    or as soon as a file ``<log>.release`` exists: a test that must see it still running
+    releases it when it has looked, instead of betting on how long a loaded machine takes.
     """
     _log_line(log, f"started {service}")
-    time.sleep(seconds)
+    release = f"{log}.release"
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not os.path.exists(release):
+        time.sleep(0.02)
     _log_line(log, f"finished {service}")
     EXECUTED.append(("slow_restart", {"service": service, "seconds": seconds}))
     return f"restarted {service} slowly"

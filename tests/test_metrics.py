@@ -205,7 +205,7 @@ async def test_readiness_says_shutting_down_while_work_in_flight_finishes(
     database = f"sqlite:///{tmp_path / 'bot.db'}"
     settings = f"metrics_port = {metrics_port}\n"
     async with served_bot(database, tmp_path, extra_config=settings) as served:
-        await approve_slow_restart(served, log, seconds=6)
+        await approve_slow_restart(served, log, seconds=20)  # held until released below
         served.process.send_signal(signal.SIGTERM)
         await until_refused(served.url)
         assert "finished web" not in lines(log)
@@ -217,6 +217,7 @@ async def test_readiness_says_shutting_down_while_work_in_flight_finishes(
                 assert live.status == 200
         samples = await scrape(metrics_url)
         assert value(samples, "approval_bot_decisions_total", outcome="approved") == 1
+        log.with_name(f"{log.name}.release").touch()
         code = await asyncio.wait_for(served.process.wait(), 60)
     assert code == 0
     assert lines(log) == ["started web", "finished web"]

@@ -100,12 +100,13 @@ async def test_sigterm_lets_a_running_tool_finish_and_records_it(
 ) -> None:
     log = tmp_path / "tool.log"
     async with served_bot(database_url, tmp_path, capture_output=True) as served:
-        # 8 s: long enough that a loaded machine still sees the port close before it ends.
-        approval_id = await approve_slow_restart(served, log, seconds=8)
+        # Held until released (at most 20 s, inside the 25 s default grace).
+        approval_id = await approve_slow_restart(served, log, seconds=20)
         served.process.send_signal(signal.SIGTERM)
         # No new requests: the port is closed while the tool still runs.
         await until_refused(served.url)
         assert "finished web" not in lines(log)
+        log.with_name(f"{log.name}.release").touch()
         code = await asyncio.wait_for(served.process.wait(), 60)
         answers = [m.text for m in served.slack.messages if "restarted web slowly" in m.text]
     assert code == 0, served.output.decode()[-3000:]
