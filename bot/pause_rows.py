@@ -115,7 +115,11 @@ def draft_for(
         return ApprovalDraft(
             **common,
             on_expiry="deny",
-            expires_at=due,  # listed while it waits; retries come due, they never expire
+            # Retries come due (``due_at``), they never expire. ``expires_at`` still bounds
+            # the row for the previous release, whose sweeper expires every pending row past
+            # it: at ``due`` it would expire a retry during a rolling deploy before this
+            # release's ~1 s timer ran it. ``max_retry_wait`` later, that release is gone.
+            expires_at=due + turn.max_retry_wait,
             kind="retry",
             due_at=due,
             reason=pause.reason,

@@ -6,13 +6,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 from alembic import command
+from freezegun import freeze_time
 from sqlalchemy.engine import Connection
 
 from bot.clock import utcnow
 from bot.runner import Runner
 from storage import migrate
 from storage.repository import Repository
+from tests import pause_tools
 from tests.conftest import make_config
+from tests.test_engine import calls, request
+from tests.test_retries_engine import retry_config
 
 
 def _upgrade_to(revision: str) -> object:
@@ -54,3 +58,30 @@ async def test_approvals_of_the_previous_release_stay_approvals(database_url: st
         assert await repo.due_retries(now + timedelta(days=2)) == []
     finally:
         await repo.close()
+
+
+# The previous release's sweeper (0005_pending, before pauses had a kind), verbatim: it expires
+# every pending row past ``expires_at``, whatever it is. During a rolling deploy it runs beside
+# the new release on the same database (docs/deploy.md: one release of backwards compatibility).
+PREVIOUS_RELEASE_EXPIRE = (
+    "UPDATE approvals SET status = 'expired', decided_at = :now "
+    "WHERE status = 'pending' AND expires_at <= :now"
+)
+
+
+async def test_the_previous_release_sweeper_leaves_a_due_retry_to_run(repo: Repository) -> None:
+    pause_tools.reset()
+    runner = Runner(repo, retry_config(), worker_id="worker-new")
+    try:
+        with freeze_time("2026-11-30 10:00:00") as clock:
+            outcome = await runner.start(request(calls(("rate_limited", {"service": "api"}))))
+            (retry,) = outcome.new_approvals
+            clock.tick(timedelta(minutes=6))  # due; the old replica sweeps before the new checks
+            await repo.execute_sql(PREVIOUS_RELEASE_EXPIRE, {"now": utcnow()})
+            stored = await repo.get_approval(retry.id)
+            assert stored is not None and stored.status == "pending", stored
+            assert await runner.due_retries() == [outcome.run_id]
+            resumed = await runner.resume(outcome.run_id)
+        assert resumed.answer == "Results: rate_limited=api answered on attempt 2"
+    finally:
+        pause_tools.reset()
