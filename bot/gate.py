@@ -101,9 +101,23 @@ class TurnContext:
     max_retry_wait: timedelta = timedelta(days=1)
     wait_policy: Callable[[str], Policy] = lambda _name: Policy()
 
+    # A replay's (``Runner.carry_on``): the callbacks that calls of a drive that died armed
+    # for the pause it never stored, still waiting or already completed. That call ran and
+    # handed its URL out; the same call in the replay waits on its row, it does not run again.
+    armed_by_dead_drive: list[Any] = field(default_factory=list)
+
     def take_approval(self, tool_call: llm.ToolCall) -> Any | None:
         """The approval requested for this call, at most once per drive."""
         return self.approvals.pop(tool_call.tool_call_id or "", None)
+
+    def take_armed_by_dead_drive(self, tool_name: str, tool_call: llm.ToolCall) -> Any | None:
+        """The callback a dead drive armed for this very call (same tool and arguments), once."""
+        arguments = json.loads(json.dumps(dict(tool_call.arguments), default=str))
+        for row in self.armed_by_dead_drive:
+            if row.tool_name == tool_name and row.arguments == arguments:
+                self.armed_by_dead_drive.remove(row)
+                return row
+        return None
 
 
 current_turn: ContextVar[TurnContext] = ContextVar("approval_bot_turn")
@@ -238,6 +252,9 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
             except Exception as exc:
                 raise _fail(turn, exc) from exc
         if approval is None:
+            armed = turn.take_armed_by_dead_drive(tool.name, llm_tool_call)
+            if armed is not None:
+                _wait_on_armed(turn, prepared, llm_tool_call, armed)
             if policy is None:
                 # Sync tools run in a worker thread, off the event loop (Slack acks).
                 try:
@@ -499,6 +516,22 @@ async def _pausable(turn: TurnContext, prepared: PreparedTool, tool_call: llm.To
         current_call.reset(token)
     await _disarm(turn, call, "the tool returned without waiting for its callback")
     return result
+
+
+def _wait_on_armed(
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, armed: Any
+) -> None:
+    """Pause this call on the callback a dead drive's run of it armed, without running it
+    again: its side effect happened, the other system has the URL and may have called back
+    already (a 202 it was given stands: the pause stored, the run carries on with the body)."""
+    remaining = armed.expires_at - turn.clock()
+    pause = WaitForCallback(
+        armed.reason or prepared.tool.name,
+        timeout=remaining if remaining > timedelta(0) else timedelta(seconds=1),
+    )
+    name = prepared.tool.name
+    turn.drafts.append(draft_for(turn, name, prepared.hasher, tool_call, armed.id, pause))
+    raise ApprovalRequired(str(pause))
 
 
 async def _disarm(turn: TurnContext, call: CallContext, reason: str) -> None:

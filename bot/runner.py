@@ -294,7 +294,7 @@ class Runner(PauseSettling):
     async def carry_on(self, run: Run) -> RunOutcome:
         """Drive a run returned by ``take_over_stale_runs`` (as the drive it was taken for)."""
         assert run.lease_owner is not None
-        return await self._drive(run, run.lease_owner)
+        return await self._drive(run, run.lease_owner, replay=True)
 
     async def claim_stranded_runs(self) -> list[str]:
         """Claim the resume of paused runs with nothing pending that nobody resumed (a safety
@@ -310,10 +310,11 @@ class Runner(PauseSettling):
 
     @metrics.counts_drives
     @logs.bound_to("run")
-    async def _drive(self, run: Run, owner: str) -> RunOutcome:
+    async def _drive(self, run: Run, owner: str, *, replay: bool = False) -> RunOutcome:
         """Run the chain from the stored history until it completes, pauses or fails.
 
         ``owner`` is this drive's lease owner; every write that moves the run checks it.
+        ``replay``: a take-over of a drive that died, whose calls may have armed callbacks.
         """
 
         turn = TurnContext(
@@ -329,6 +330,13 @@ class Runner(PauseSettling):
             max_retry_wait=self.config.max_retry_wait,
             wait_policy=self.config.wait_policy,
         )
+        if replay:
+            # Armed under the turn the dead drive's pause would have taken (call_context).
+            turn.armed_by_dead_drive = [
+                a
+                for a in await self.repo.approvals_for_turn(run.id, run.turn + 1)
+                if a.kind == "callback" and a.status in ("armed", "completed")
+            ]
         token = current_turn.set(turn)
         heartbeat = LeaseKeeper(
             self.repo,

@@ -75,9 +75,12 @@ _COMPLETE = (
 COMPLETE_BY_TOKEN = _COMPLETE.format(where="token_hash = :token_hash")
 COMPLETE_BY_ID = _COMPLETE.format(where="id = :id")
 # The pause takes over the row ``callback_url()`` stored: still waiting, or already answered.
+# The call that adopts it may be a replay's (a new tool call id for the same call), so the row
+# takes that id: the resume matches rows to calls by it.
 ADOPT_CALLBACK = (
     "UPDATE approvals SET status = CASE WHEN status = 'armed' THEN 'pending' ELSE status END, "
-    "arguments = :arguments, payload_hash = :payload_hash, on_expiry = :on_expiry, "
+    "tool_call_id = :tool_call_id, arguments = :arguments, payload_hash = :payload_hash, "
+    "on_expiry = :on_expiry, "
     "expires_at = :expires_at, approvers = :approvers, reason = :reason, created_at = :now "
     "WHERE id = :id AND run_id = :run_id AND turn = :turn AND kind = 'callback' "
     f"AND status IN ('armed', 'completed') RETURNING {APPROVALS.columns}"

@@ -328,6 +328,7 @@ class RunStore:
                 "id": draft.id,
                 "run_id": run_id,
                 "turn": turn,
+                "tool_call_id": draft.tool_call_id,
                 "arguments": json_text(storable(draft.arguments)),
                 "payload_hash": draft.payload_hash,
                 "on_expiry": draft.on_expiry,

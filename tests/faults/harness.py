@@ -47,6 +47,7 @@ tools = [
     "tests.faults.tools:slow_restart",
     "tests.faults.tools:scale_service",
     "tests.faults.tools:start_deploy",
+    "tests.faults.tools:slow_deploy",
 ]
 run_lease = "{run_lease}"
 sweep_interval = "{sweep_interval}"

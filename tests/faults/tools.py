@@ -67,3 +67,17 @@ def start_deploy(service: str) -> str:
     finally:
         os.close(fd)
     raise WaitForCallback(f"deploy of {service}", timeout="1h")
+
+
+def slow_deploy(service: str) -> str:
+    """Start a deploy whose pipeline may report back before this call is done handing off."""
+    url = callback_url()
+    record("ran", "slow_deploy", service)
+    fd = os.open(os.environ[PIPELINE_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (url + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    time.sleep(float(os.environ.get(SLOW_ENV, "60")))
+    raise WaitForCallback(f"deploy of {service}", timeout="1h")
