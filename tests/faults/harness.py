@@ -48,6 +48,7 @@ tools = [
     "tests.faults.tools:scale_service",
     "tests.faults.tools:start_deploy",
     "tests.faults.tools:slow_deploy",
+    "tests.faults.tools:flaky_api",
 ]
 run_lease = "{run_lease}"
 sweep_interval = "{sweep_interval}"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import UTC, datetime, timedelta
 
-from bot.pauses import WaitForCallback, callback_url
+from bot.pauses import RetryAt, WaitForCallback, callback_url
 
 LOG_ENV = "FAULT_TOOL_LOG"
 # Where start_deploy hands its callback URL to "the pipeline" (the test reads it there).
@@ -81,3 +82,13 @@ def slow_deploy(service: str) -> str:
         os.close(fd)
     time.sleep(float(os.environ.get(SLOW_ENV, "60")))
     raise WaitForCallback(f"deploy of {service}", timeout="1h")
+
+
+def flaky_api(service: str) -> str:
+    """Call an API that asks to be called again a second later the first time."""
+    with open(os.environ[LOG_ENV]) as log:
+        attempts = sum(1 for line in log if '"flaky_api"' in line)
+    record("ran", "flaky_api", service)
+    if attempts == 0:
+        raise RetryAt(datetime.now(UTC) + timedelta(seconds=1), "rate limited")
+    return f"{service} answered on attempt {attempts + 1}"
