@@ -87,7 +87,8 @@ def slow_deploy(service: str) -> str:
 def flaky_api(service: str) -> str:
     """Call an API that asks to be called again a second later the first time."""
     with open(os.environ[LOG_ENV]) as log:
-        attempts = sum(1 for line in log if '"flaky_api"' in line)
+        events = [json.loads(line) for line in log if line.strip()]
+    attempts = sum(1 for e in events if e["tool"] == "flaky_api" and e["service"] == service)
     record("ran", "flaky_api", service)
     if attempts == 0:
         raise RetryAt(datetime.now(UTC) + timedelta(seconds=1), "rate limited")
