@@ -34,6 +34,18 @@ def _element_problems(element: Json) -> list[str]:
             problems.append("button value must be at most 2000 characters")
         if _text_length(element.get("text")) > 75:
             problems.append("button text must be at most 75 characters")
+    if element.get("type") == "static_select":
+        options = element.get("options")
+        if not isinstance(options, list) or not 1 <= len(options) <= 100:
+            problems.append("a static_select holds 1 to 100 options")
+        else:
+            for option in options:
+                if not isinstance(option, dict) or _text_length(option.get("text")) > 75:
+                    problems.append("option text must be at most 75 characters")
+                elif len(option.get("value", "")) > 150:
+                    problems.append("option value must be at most 150 characters")
+        if _text_length(element.get("placeholder")) > 150:
+            problems.append("placeholder text must be at most 150 characters")
     return problems
 
 

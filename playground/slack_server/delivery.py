@@ -136,6 +136,20 @@ class DeliveryMixin:
         payload, trigger_id, response_url = self._prepare_click(user, message, action_id, value)
         return await self._send_interactive(payload, trigger_id, response_url, **delivery)
 
+    async def select(
+        self,
+        user: str,
+        message: Message,
+        action_id: str,
+        option_text: str,
+        **delivery: Unpack[DeliveryOptions],
+    ) -> BotReply:
+        """``user`` picks the option shown as ``option_text`` in a static_select menu."""
+        payload, trigger_id, response_url = self._prepare_select(
+            user, message, action_id, option_text
+        )
+        return await self._send_interactive(payload, trigger_id, response_url, **delivery)
+
     async def click_delivered_to(
         self,
         user: str,

@@ -48,6 +48,33 @@ def _button_action(block_id: str, element: Json, action_ts: str) -> Json:
     return action
 
 
+def _find_select(message: Message, action_id: str) -> tuple[str, Json]:
+    """The one static_select menu with that action_id actually on the message."""
+    matches = [
+        (block_id, element)
+        for block_id, element in message.buttons()
+        if element.get("action_id") == action_id and element.get("type") == "static_select"
+    ]
+    if len(matches) != 1:
+        shown = [(e.get("action_id"), e.get("type")) for _, e in message.buttons()]
+        raise LookupError(f"no single menu {action_id!r} on the message; it has {shown}")
+    return matches[0]
+
+
+def _select_action(block_id: str, element: Json, option: Json, action_ts: str) -> Json:
+    """One entry of block_actions' ``actions`` for an option picked in a static_select."""
+    action: Json = {
+        "type": "static_select",
+        "action_id": element["action_id"],
+        "block_id": block_id,
+        "selected_option": copy.deepcopy(option),
+        "action_ts": action_ts,
+    }
+    if "placeholder" in element:
+        action["placeholder"] = copy.deepcopy(element["placeholder"])
+    return action
+
+
 class PayloadsMixin:
     """Payloads Slack sends, built from this server's state.
 
@@ -175,6 +202,22 @@ class PayloadsMixin:
         response_url = self.issue_response_url(user, message.channel, source=message)
         action = _button_action(block_id, element, self._next_ts())
         payload = self._block_actions_payload(user, message, action, trigger_id, response_url)
+        return payload, trigger_id, response_url
+
+    def _prepare_select(
+        self, user: str, message: Message, action_id: str, option_text: str
+    ) -> tuple[Json, str, str]:
+        """(payload, trigger_id, response_url) for picking the option shown as ``option_text``."""
+        current = self._visible_message(user, message)
+        block_id, element = _find_select(current, action_id)
+        options = [o for o in element.get("options", []) if o["text"]["text"] == option_text]
+        if len(options) != 1:
+            shown = [o["text"]["text"] for o in element.get("options", [])]
+            raise LookupError(f"no single option {option_text!r} in {action_id!r}: {shown}")
+        trigger_id = self.issue_trigger_id(user)
+        response_url = self.issue_response_url(user, current.channel, source=current)
+        action = _select_action(block_id, element, options[0], self._next_ts())
+        payload = self._block_actions_payload(user, current, action, trigger_id, response_url)
         return payload, trigger_id, response_url
 
     def _prepare_raw_click(
