@@ -399,12 +399,18 @@ def render_approvals_page(
 
 
 def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[Block]:
-    """An approval in a list (/approvals, the App Home): arguments cut short, buttons."""
+    """An approval in a list (/approvals, the App Home): arguments cut short, buttons.
+    Questions and waits are listed as pause_blocks renders them."""
+    link = f" · <{permalink}|card>" if permalink else ""
+    if getattr(approval, "kind", "approval") != "approval":
+        # Questions and waits render in pause_blocks, which builds on this module.
+        from handlers.pause_blocks import list_item as pause_list_item
+
+        return pause_list_item(approval, _age(now - approval.created_at), link)
     summary, cut = truncated(
         ", ".join(f"{shown_json(k)[1:-1]}={shown_json(v)}" for k, v in approval.arguments.items()),
         LIST_ARGUMENTS_LIMIT,
     )
-    link = f" · <{permalink}|card>" if permalink else ""
     return [
         {"type": "divider"},
         {
@@ -451,7 +457,8 @@ HELP_TEXT = (
     "• `/approvals mine` — what you asked for\n"
     "• `/approvals all` — everything pending in this channel\n"
     "• `/approvals help` — this message\n"
-    "Each item has the same Approve / Deny buttons as its card."
+    "Each item has the same buttons as its card: Approve / Deny, or a question's answers. "
+    "Calls waiting on another system or for a retry are listed too."
 )
 
 

@@ -11,8 +11,11 @@ turns all of those into a 400 that says what is wrong, before anything is stored
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+
+from handlers import pause_blocks
 
 # Field kinds: a required string, an optional string (absent or null), a required object …
 STR, OPT_STR, OBJ, OPT_OBJ, OPT_BOOL = "str", "str?", "obj", "obj?", "bool?"
@@ -148,9 +151,35 @@ def _actions_problem(body: dict[str, Any]) -> str | None:
     for action in actions:
         if not isinstance(action, dict):
             return "each action must be an object"
-        bad = _fields(action, ACTION, "action")
+        bad = _fields(action, ACTION, "action") or _question_action_problem(action)
         if bad:
             return bad
+    return None
+
+
+CHOICE_ACTION = re.compile(pause_blocks.CHOICE_PATTERN)
+SELECTED_OPTION = {"value": STR}
+
+
+def _question_action_problem(action: dict[str, Any]) -> str | None:
+    """A question's answers carry the question's id and a choice's index (see pause_blocks)."""
+    action_id = action["action_id"]
+    if action_id == pause_blocks.SELECT:
+        option = action.get("selected_option")
+        if not isinstance(option, dict):
+            return "action.selected_option must be a JSON object"
+        bad = _fields(option, SELECTED_OPTION, "action.selected_option")
+        if bad:
+            return bad
+        value = option["value"]
+    elif CHOICE_ACTION.match(action_id):
+        value = action.get("value")
+    elif action_id == pause_blocks.ANSWER:
+        return None if isinstance(action.get("value"), str) else "action.value is missing"
+    else:
+        return None
+    if pause_blocks.parse_choice_value(value) is None:
+        return "the action's value is not a choice of a question"
     return None
 
 
@@ -165,7 +194,24 @@ def _view_problem(body: dict[str, Any]) -> str | None:
     state = view.get("state") or {}
     if not isinstance(state.get("values", {}), dict):
         return "view.state.values must be an object"
+    if view["callback_id"] == pause_blocks.ANSWER_MODAL:
+        return _answer_view_problem(state.get("values") or {})
     return None
+
+
+def _answer_view_problem(values: dict[str, Any]) -> str | None:
+    """The answer form's one input: a text value (absent or null when left empty)."""
+    block = values.get(pause_blocks.ANSWER_BLOCK)
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        return f"view.state.values.{pause_blocks.ANSWER_BLOCK} must be an object"
+    element = block.get(pause_blocks.ANSWER_INPUT)
+    if element is None:
+        return None
+    if not isinstance(element, dict):
+        return "the answer input must be an object"
+    return _fields(element, {"value": OPT_STR}, "the answer input")
 
 
 def _fields(obj: Mapping[str, Any], spec: Mapping[str, str], where: str) -> str | None:

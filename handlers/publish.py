@@ -27,7 +27,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import logs
 from bot.clock import utcnow
 from bot.runner import RunOutcome
-from handlers.blocks import escape, render_approval_card, split_for_slack
+from handlers.blocks import escape, split_for_slack
+from handlers.pause_blocks import render_card, waiting_text
 from handlers.workspaces import WorkspaceClients
 from storage.models import Approval, Run
 from storage.repository import Repository
@@ -116,13 +117,7 @@ class Publisher:
                 run, outcome.answer or "(The agent finished without an answer.)", progress_ts
             )
         elif outcome.status == "paused":
-            count = len(outcome.new_approvals)
-            waiting = (
-                f":raised_hand: Waiting for a human: {count} call"
-                f"{'s need' if count != 1 else ' needs'} a decision."
-                if count
-                else ":raised_hand: Still waiting for a decision."
-            )
+            waiting = waiting_text(outcome.new_approvals)
             await self._say(run, waiting, progress_ts, escape_text=False)
             for approval in outcome.new_approvals:
                 await self.post_card(approval.id)
@@ -186,7 +181,7 @@ class Publisher:
             return  # posted, being posted elsewhere, or decided already
         if self.on_change is not None:
             self.on_change(approval)
-        text, blocks = render_approval_card(approval)
+        text, blocks = render_card(approval)
         try:
             response = await (await self._client(approval.team_id)).chat_postMessage(
                 channel=approval.channel,
@@ -234,7 +229,7 @@ class Publisher:
             places.append(clicked)
         if not places:
             return
-        text, blocks = render_approval_card(approval)
+        text, blocks = render_card(approval)
         for channel, ts in places:
             try:
                 client = await self._client(approval.team_id)
