@@ -1,7 +1,8 @@
 """After the acknowledgement: decide, edit the card, resume the run, tell the thread.
 
-Card buttons, /approvals buttons and the deny-reason modal all end here, so they follow one
-set of rules and the same exactly-once path (``Runner.decide`` and its conditional UPDATE).
+Card buttons, /approvals buttons, the deny-reason modal and a question's answers all end
+here, so they follow one set of rules and the same exactly-once path (``Runner.decide`` or
+``Runner.answer`` and their conditional UPDATE).
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot import logs
+from bot.clock import utcnow
 from bot.failpoints import failpoint
-from bot.runner import ApprovalExpired, DecisionRefused, RunOutcome
+from bot.runner import ApprovalExpired, Decision, DecisionRefused, RunOutcome
 from handlers.blocks import escape
+from handlers.pause_blocks import CALLBACK, RETRY, choices_of, kind_of
 from handlers.publish import RESUMING, CardPlace
 from handlers.services import GroupLookupFailed, Services
 from storage.models import Approval
@@ -93,6 +96,88 @@ async def decide_from_slack(
 ) -> None:
     """``clicked``: the card message the click came from (None from lists and modals
     that do not know it); it is adopted as the card when none is on record, and settled."""
+
+    async def decide(approval: Approval, groups: set[str]) -> Decision:
+        return await services.runner.decide(
+            approval.id, actor=actor, approve=approve, reason=reason, actor_groups=groups
+        )
+
+    verb = "Approved" if approve else "Denied"
+    await _settle_from_slack(
+        services,
+        approval_id=approval_id,
+        actor=actor,
+        place=place,
+        tell=tell,
+        clicked=clicked,
+        settle=decide,
+        done=lambda approval: f"{verb} `{escape(approval.tool_name)}` ({approval.id}).",
+    )
+
+
+async def answer_from_slack(
+    services: Services,
+    *,
+    approval_id: str,
+    actor: str,
+    answer: str | None = None,
+    choice: int | None = None,
+    place: ClickPlace,
+    tell: Tell,
+    clicked: CardPlace | None = None,
+) -> None:
+    """Answer a question: the typed ``answer``, or the stored choice at index ``choice``
+    (a button carries the index, never the text, so the words are always the question's).
+    Neither: a click on a question found answered or expired, which only needs the
+    refusal that says so (and, for an expiry, the run moved on)."""
+
+    async def answer_it(approval: Approval, groups: set[str]) -> Decision:
+        text = answer
+        if answer is None and choice is None:
+            if approval.status == "pending" and approval.expires_at > utcnow():
+                raise DecisionRefused("This question is still open: click Answer again.")
+            # Not answerable (settled, or past its expiry: the conditional UPDATE checks
+            # both), so this placeholder is never stored; Runner.answer says why it failed.
+            text = choices_of(approval)[0] if choices_of(approval) else "(no answer)"
+        if choice is not None:
+            choices = choices_of(approval)
+            if not 0 <= choice < len(choices):
+                raise NotAChoice("That is not one of this question's choices.", approval)
+            text = choices[choice]
+        return await services.runner.answer(
+            approval.id, actor=actor, actor_groups=groups, answer=text or ""
+        )
+
+    await _settle_from_slack(
+        services,
+        approval_id=approval_id,
+        actor=actor,
+        place=place,
+        tell=tell,
+        clicked=clicked,
+        settle=answer_it,
+        done=lambda approval: f"You answered: {escape(approval.result or '')}",
+    )
+
+
+class NotAChoice(DecisionRefused):
+    """A click that names no stored choice: a crafted or stale request."""
+
+
+async def _settle_from_slack(
+    services: Services,
+    *,
+    approval_id: str,
+    actor: str,
+    place: ClickPlace,
+    tell: Tell,
+    clicked: CardPlace | None,
+    settle: Callable[[Approval, set[str]], Awaitable[Decision]],
+    done: Callable[[Approval], str],
+) -> None:
+    """The one path of every click or form that settles a pause (a decision, an answer):
+    check where it came from, who clicked, settle it exactly once, edit the card, tell the
+    clicker, and resume the run when this settlement claimed it."""
     try:
         # Slack has its answer; the clicker waits for ours, so not for ever.
         with time_limit(services.decision_time_limit):
@@ -106,9 +191,7 @@ async def decide_from_slack(
             if groups and actor not in approval.approvers:
                 # Only a group lets them decide, by a cached answer: ask Slack again.
                 groups = await services.groups.confirmed(actor, groups, team=team)
-            decision = await services.runner.decide(
-                approval_id, actor=actor, approve=approve, reason=reason, actor_groups=groups
-            )
+            decision = await settle(approval, groups)
     except DATABASE_FAILURES as exc:
         log.error("approval %s: decision by %s not recorded (%s)", approval_id, actor, exc)
         await tell(DECISION_FAILED)
@@ -130,8 +213,7 @@ async def decide_from_slack(
         return
     failpoint("decision_stored")
     await services.publisher.refresh_card(approval_id, clicked=clicked)
-    verb = "Approved" if approve else "Denied"
-    await tell(f"{verb} `{escape(approval.tool_name)}` ({approval.id}).")
+    await tell(done(decision.approval))
     if decision.resume_claimed:
         await resume_and_publish(services, decision.approval.run_id)
 
@@ -150,9 +232,14 @@ async def resume_and_publish(services: Services, run_id: str) -> RunOutcome | No
 
 
 async def refresh_settled_cards(services: Services, run_id: str) -> None:
-    """Cards whose approval moved on while the run executed (ran, cancelled, unknown)."""
+    """Cards whose approval moved on while the run executed (ran, cancelled, unknown), and
+    the notices of waits that settled without a click (a callback came, a retry ran)."""
     for approval in await services.repo.approvals_for_run(run_id):
-        if approval.card_ts and approval.status in ("executed", "cancelled", "unknown"):
+        if not approval.card_ts:
+            continue
+        if approval.status in ("executed", "cancelled", "unknown") or (
+            kind_of(approval) in (CALLBACK, RETRY) and approval.status != "pending"
+        ):
             await services.publisher.refresh_card(approval.id)
 
 

@@ -65,11 +65,20 @@ def has_buttons(message: Message) -> bool:
 
 @contextlib.asynccontextmanager
 async def running_bot(
-    config: Config, repo: Repository, *, sweep: bool = False, **server_options: Any
+    config: Config,
+    repo: Repository,
+    *,
+    sweep: bool = False,
+    server: SlackServer | None = None,
+    **server_options: Any,
 ) -> AsyncIterator[Harness]:
-    """``sweep``: run the bot's background loops (the sweeper, the due-retry check) too."""
-    server = SlackServer(signing_secret=SECRET, **server_options)
-    await server.start()
+    """``sweep``: run the bot's background loops (the sweeper, the due-retry check) too.
+    ``server``: a Slack that outlives this bot (a restart keeps its messages); else a new
+    one, stopped with the bot."""
+    own_server = server is None
+    if server is None:
+        server = SlackServer(signing_secret=SECRET, **server_options)
+        await server.start()
     settings = SlackSettings(
         bot_token=server.bot_token,
         signing_secret=SECRET,
@@ -91,4 +100,5 @@ async def running_bot(
         finally:
             await bot.services.background.idle()
             await runner.cleanup()
-            await server.stop()
+            if own_server:
+                await server.stop()

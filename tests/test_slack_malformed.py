@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from handlers import blocks
+from handlers import blocks, pause_blocks
 from storage.db import Mode, Tx
 from storage.repository import Repository
 from tests.conftest import make_config
@@ -29,6 +29,14 @@ TABLES = ("runs", "approvals", "approval_approvers", "audit_events", "processed_
 JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
 OUTSIDER = "U0OUTSIDER"
+REQUESTER = "U0REQUESTER"
+
+
+def ask(question: str, choices: list[str] | None = None) -> str:
+    arguments: dict[str, Any] = {"question": question}
+    if choices is not None:
+        arguments["choices"] = choices
+    return json.dumps({"tool_calls": [{"name": "ask_user", "arguments": arguments}]})
 
 
 async def snapshot(repo: Repository) -> dict[str, list[Any]]:
@@ -227,7 +235,12 @@ KINDS = (
         f"block_actions:{a}"
         for a in (blocks.APPROVE, blocks.DENY, blocks.SHOW_ARGUMENTS, blocks.PAGE)
     ),
+    # A question's answers: a choice button, the menu, the Answer button and its form.
+    "block_actions:question_choice:1",
+    "block_actions:question_select",
+    f"block_actions:{pause_blocks.ANSWER}",
     "view_submission",
+    "view_submission:answer",
     "slash_command",
     "url_verification",
 )
@@ -243,10 +256,20 @@ async def base_payload(slack: Harness, kind: str, approval_id: str, view_id: str
         return server.members_changed_payload("S0ONCALL", ["U0NEW"], [])
     if kind == "subteam_updated":
         return server.group_updated_payload("S0ONCALL")
+    if kind.startswith("block_actions:question_"):
+        return await question_payload(slack, kind.partition(":")[2])
     if kind.startswith("block_actions:"):
         action_id = kind.partition(":")[2]
         value = json.dumps({"view": "all", "page": 0}) if action_id == blocks.PAGE else approval_id
         return server.click_payload(OUTSIDER, CHANNEL, action_id, value)
+    if kind == "view_submission:answer":
+        # The requester's answer form, submitted by an outsider: refused, nothing changes.
+        typed = {"type": "plain_text_input", "value": "eu"}
+        payload = server.submission_payload(
+            REQUESTER, slack.answer_view_id, {pause_blocks.ANSWER_BLOCK: {"answer": typed}}
+        )
+        payload["user"] = {**payload["user"], "id": OUTSIDER}
+        return payload
     if kind == "view_submission":
         payload = server.submission_payload("U0APPROVER1", view_id, {})
         payload["user"] = {**payload["user"], "id": OUTSIDER}
@@ -254,6 +277,27 @@ async def base_payload(slack: Harness, kind: str, approval_id: str, view_id: str
     if kind == "slash_command":
         return server.command_fields(OUTSIDER, CHANNEL, "all")
     return {"token": "x", "challenge": "c4llenge", "type": "url_verification"}
+
+
+def question_cards(slack: Harness) -> dict[str, Any]:
+    """The pending question cards of the fixture: by what answers them."""
+    cards = {}
+    for message in slack.server.messages:
+        if message.is_ephemeral:  # an /approvals list an earlier example asked for
+            continue
+        for _, element in message.buttons():
+            if str(element.get("action_id", "")).startswith("question_"):
+                cards[element["action_id"]] = message
+    return cards
+
+
+async def question_payload(slack: Harness, action_id: str) -> Any:
+    """An outsider's answer to one of the fixture's questions, as Slack would send it."""
+    card = question_cards(slack)[action_id]
+    server = slack.server
+    if action_id == pause_blocks.SELECT:
+        return server._prepare_select(OUTSIDER, card, action_id, "r4")[0]
+    return server._prepare_click(OUTSIDER, card, action_id, None)[0]
 
 
 def encode(kind: str, payload: Any) -> tuple[bytes, str]:
@@ -285,6 +329,14 @@ async def prepared(slack: Harness, repo: Repository) -> AsyncIterator[tuple[Harn
     await slack.settle()
     slack.first_mention = first.sent  # type: ignore[attr-defined]
     approval_id, view_id = await _open_deny_modal(slack)
+    # Three questions, one for each way of answering, and the requester's open answer form.
+    await slack.mention(REQUESTER, ask("Which region?", ["eu", "us"]))
+    await slack.mention(REQUESTER, ask("Which one?", [f"r{i}" for i in range(7)]))
+    await slack.mention(REQUESTER, ask("Why?"))
+    free_text = question_cards(slack)[pause_blocks.ANSWER]
+    await slack.server.click(REQUESTER, free_text, pause_blocks.ANSWER)
+    [answer_view] = [v for v in slack.server.views.values() if v.user == REQUESTER]
+    slack.answer_view_id = answer_view.id  # type: ignore[attr-defined]
     yield slack, approval_id, view_id
 
 
