@@ -106,6 +106,10 @@ async def running_playground(
         await site.start()
         bot_port = runner.addresses[0][1]
         server.bot_url = f"http://127.0.0.1:{bot_port}/slack/events"
+        if config.public_url is None:
+            # Callback URLs (the demo's deploy pipeline) reach the bot on its own port,
+            # known only now; the runner reads public_url at each drive.
+            config.public_url = f"http://127.0.0.1:{bot_port}"
         try:
             yield Playground(server=server, bot=bot, url=server.base_url, data_dir=data_dir)
         finally:

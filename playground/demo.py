@@ -9,9 +9,12 @@ restarted playground remembers how many replicas "payments" has.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sqlite3
+import threading
+import urllib.request
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -19,11 +22,20 @@ from typing import Any
 import llm
 from llm.parts import TextPart, ToolResultPart
 
+from bot.pauses import WaitForCallback, callback_url
+
+log = logging.getLogger(__name__)
+
 DEMO_MODEL_ID = "demo"
 SERVICES = ("payments", "checkout", "search", "web", "api")
+REGIONS = ("eu-west", "us-east", "ap-south")
+# How long the pretend deploy pipeline takes before it reports back to its callback URL.
+DEPLOY_SECONDS = 3.0
 HELP = (
     "I'm the offline demo agent. Try: `@approval-bot status of payments`, "
-    "`@approval-bot restart payments`, `@approval-bot scale checkout to 5` or "
+    "`@approval-bot restart payments`, `@approval-bot restart search by region` (I ask you "
+    "which), `@approval-bot deploy web` (its pipeline reports back in a few seconds), "
+    "`@approval-bot scale checkout to 5` or "
     "`@approval-bot sql select name, replicas from services`."
 )
 
@@ -45,12 +57,21 @@ class DemoModel(llm.AsyncModel):
             for part in message.parts
             if isinstance(part, ToolResultPart)
         ]
-        if results:
-            yield summarize(results)
-            return
         text = ""
         if last_user >= 0:
             text = "".join(p.text for p in messages[last_user].parts if isinstance(p, TextPart))
+        if results:
+            follow_up = after_question(text, results)
+            if follow_up is None:
+                yield summarize(results)
+                return
+            if isinstance(follow_up, str):
+                yield follow_up
+                return
+            name, arguments = follow_up
+            response.add_tool_call(llm.ToolCall(name=name, arguments=arguments))
+            yield f"Calling `{name}`."
+            return
         call = choose_tool(text)
         if call is None:
             yield HELP
@@ -58,6 +79,20 @@ class DemoModel(llm.AsyncModel):
         name, arguments = call
         response.add_tool_call(llm.ToolCall(name=name, arguments=arguments))
         yield f"Calling `{name}`."
+
+
+def after_question(
+    text: str, results: list[ToolResultPart]
+) -> tuple[str, dict[str, Any]] | str | None:
+    """After "restart … by region" was answered: the restart in the chosen region (a call),
+    or why nothing is restarted (text); None when no question is waiting for its follow-up."""
+    answers = [r.output for r in results if r.name == "ask_user"]
+    if not answers or any(r.name != "ask_user" for r in results):
+        return None
+    region = str(answers[-1]).strip()
+    if region not in REGIONS:
+        return f"No region was chosen ({region}), so I restarted nothing."
+    return "restart_service", {"service": _service(text.lower()), "region": region}
 
 
 def choose_tool(text: str) -> tuple[str, dict[str, Any]] | None:
@@ -72,7 +107,15 @@ def choose_tool(text: str) -> tuple[str, dict[str, Any]] | None:
     if scale:
         return "scale_service", {"service": service, "replicas": int(scale.group(1))}
     if re.search(r"\b(restart|reboot|bounce)\b", lowered):
+        if re.search(r"\bregions?\b", lowered):
+            # A person has to say which: the agent asks, then restarts there (approved).
+            return "ask_user", {
+                "question": f"Restart {service} in which region?",
+                "choices": list(REGIONS),
+            }
         return "restart_service", {"service": service}
+    if re.search(r"\b(deploy|ship|release)\b", lowered):
+        return "deploy_service", {"service": service}
     if re.search(r"\b(status|health|how is|check)\b", lowered):
         return "get_status", {"service": service}
     return None
@@ -122,13 +165,39 @@ def get_status(service: str) -> str:
     return f"{service}: healthy, {row[0]} replicas, restarted {row[1]} times"
 
 
-def restart_service(service: str) -> str:
-    """Restart every replica of a service. Needs approval."""
+def restart_service(service: str, region: str | None = None) -> str:
+    """Restart every replica of a service (in one region, if given). Needs approval."""
     with _connect() as db:
         updated = db.execute(
             "UPDATE services SET restarts = restarts + 1 WHERE name = ?", (service,)
         ).rowcount
-    return f"restarted {service}" if updated else f"{service}: no such service"
+    if not updated:
+        return f"{service}: no such service"
+    return f"restarted {service} in {region}" if region else f"restarted {service}"
+
+
+def deploy_service(service: str) -> str:
+    """Deploy the latest build of a service. The pipeline reports back when it is done."""
+    if service not in SERVICES:
+        return f"{service}: no such service (known: {', '.join(SERVICES)})"
+    url = callback_url()
+    pipeline = threading.Timer(DEPLOY_SECONDS, _report_deploy, args=(url, service))
+    pipeline.daemon = True
+    pipeline.start()
+    raise WaitForCallback(f"the deploy of {service}", timeout="10m")
+
+
+def _report_deploy(url: str, service: str) -> None:
+    """The pretend pipeline, a few seconds later: POST its outcome to the callback URL."""
+    body = json.dumps({"service": service, "status": "deployed", "build": "2026.11.30-1"})
+    request = urllib.request.Request(
+        url, data=body.encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            answer.read()
+    except OSError as exc:  # the playground stopped meanwhile: nothing to tell
+        log.warning("the pretend pipeline could not report the deploy of %s: %s", service, exc)
 
 
 def scale_service(service: str, replicas: int) -> str:
@@ -162,6 +231,7 @@ def demo_config_dict(model: str = DEMO_MODEL_ID) -> dict[str, Any]:
         "tools": [
             "playground.demo:get_status",
             "playground.demo:restart_service",
+            "playground.demo:deploy_service",
             "playground.demo:scale_service",
             "playground.demo:run_sql",
         ],

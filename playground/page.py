@@ -16,6 +16,8 @@ Routes (``add_page_routes``):
 * ``POST /playground/message`` ``{user, text, thread_ts?}`` — ``/command …`` (the app's
   commands only, like Slack), a mention of ``@approval-bot`` or a plain message.
 * ``POST /playground/click`` ``{user, channel, ts, action_id, value}`` — a button click.
+* ``POST /playground/select`` ``{user, channel, ts, action_id, option}`` — pick the option
+  shown as ``option`` in a static_select menu.
 * ``POST /playground/submit`` ``{user, view_id, values}`` and ``POST /playground/close``
   ``{user, view_id}`` — submit or cancel a modal.
 
@@ -266,6 +268,20 @@ class ChannelPage:
         reply = await self._drive(click, "click")
         return _ok("clicked", reply)
 
+    async def post_select(self, request: web.Request) -> web.Response:
+        """Pick an option of a static_select menu (by the text it shows, as a person does)."""
+        body = await self._body(request)
+        user = self._person(body.get("user"))
+        channel = str(body.get("channel") or self.channel)
+        message = self.server.message(channel, str(body.get("ts") or ""))
+        if message is None or message.ephemeral_to not in (None, user):
+            raise PageError(404, "that message is gone")
+        selection = self.server.select(
+            user, message, str(body.get("action_id") or ""), str(body.get("option") or "")
+        )
+        reply = await self._drive(selection, "choice")
+        return _ok("selected", reply)
+
     async def post_submit(self, request: web.Request) -> web.Response:
         body = await self._body(request)
         user = self._person(body.get("user"))
@@ -383,6 +399,7 @@ def add_page_routes(
     app.router.add_get("/playground/state", _guarded(page.get_state))
     app.router.add_post("/playground/message", _guarded(page.post_message))
     app.router.add_post("/playground/click", _guarded(page.post_click))
+    app.router.add_post("/playground/select", _guarded(page.post_select))
     app.router.add_post("/playground/submit", _guarded(page.post_submit))
     app.router.add_post("/playground/close", _guarded(page.post_close))
     app.router.add_static("/playground/static/", STATIC_DIR, name="playground-static")

@@ -233,6 +233,86 @@ async def test_approve_deny_and_list_in_the_browser(tmp_path: Path) -> None:
     assert all(p.stat().st_size > 10_000 for p in shots)
 
 
+def _question(conversation: Locator) -> Locator:
+    return (
+        conversation.get_by_test_id("thread")
+        .get_by_test_id("message")
+        .filter(has_text="The agent asks")
+    )
+
+
+@pytest.mark.browser
+async def test_answer_the_agents_question_in_the_browser(tmp_path: Path) -> None:
+    """ana asks for a restart "by region": the agent asks her which, dee may not answer, ana
+    picks one; the restart in that region then waits for an approval. A deploy's pipeline
+    reports back by itself, and its notice in the thread says so."""
+    missing = _browser_unavailable()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=TIMEOUT_MS)
+    shots: list[Path] = []
+    page_errors: list[str] = []
+
+    async with (
+        running_playground(data_dir=tmp_path / "playground") as pg,
+        async_playwright() as p,
+    ):
+        browser = await p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.on("pageerror", lambda error: page_errors.append(str(error)))
+            page.on(
+                "console",
+                lambda m: page_errors.append(m.text) if m.type == "error" else None,
+            )
+            await page.goto(f"{pg.url}/?as={ANA}")
+            await _say(page, "@approval-bot restart search by region")
+            search = _conversation(page, "@approval-bot restart search by region")
+            question = _question(search)
+            await expect(question).to_contain_text("Restart search in which region?")
+            choices = question.locator('[data-action-id^="question_choice:"]')
+            await expect(choices).to_have_text(["eu-west", "us-east", "ap-south"])
+            await _screenshot(page, "q1-question.png", shots, question)
+
+            # dee may not answer: told so, only dee; the question still waits.
+            await _become(page, DEE)
+            await question.get_by_role("button", name="us-east").click()
+            refusal = page.locator('[data-testid="message"][data-ephemeral="true"]').filter(
+                has_text="answer"
+            )
+            await expect(refusal).to_be_visible()
+            await expect(choices).to_have_count(3)
+
+            # ana answers: the card says so, and the agent asks to restart in that region.
+            await _become(page, ANA)
+            await question.get_by_role("button", name="us-east").click()
+            await expect(question).to_contain_text("@ana answered: us-east")
+            await expect(question.locator("[data-action-id]")).to_have_count(0)
+            await expect(_card(search)).to_contain_text('"region": "us-east"')
+            await _screenshot(page, "q2-answered.png", shots, _card(search))
+
+            # A deploy: the thread waits, then the pipeline's report edits the notice.
+            await _say(page, "@approval-bot deploy web")
+            deploy = _conversation(page, "@approval-bot deploy web")
+            notice = deploy.get_by_test_id("message").filter(has_text="the deploy of web")
+            await expect(notice.first).to_be_visible()
+            await expect(notice.first).to_contain_text("reported back")
+            answer = deploy.get_by_test_id("message").filter(has_text="Here is what happened:")
+            await expect(answer).to_contain_text("deployed")
+            await _screenshot(page, "q3-deployed.png", shots, answer)
+        finally:
+            await browser.close()
+
+    assert page_errors == []
+    assert [p.name for p in shots] == ["q1-question.png", "q2-answered.png", "q3-deployed.png"]
+
+
 # -- the routes, without a browser -------------------------------------------------------------
 
 
@@ -373,9 +453,11 @@ def test_playground_config_uses_your_file_and_keeps_data_in_its_directory(
     assert {t.name for t in demo.tools} == {
         "get_status",
         "restart_service",
+        "deploy_service",
         "scale_service",
         "run_sql",
     }
+    assert demo.ask_user, "the demo agent asks which region to restart"
     assert demo.database_url.endswith(str(tmp_path / "approval-bot.db"))
 
     own = tmp_path / "own.toml"

@@ -386,7 +386,28 @@
     });
   }
 
+  function renderSelect(element, block, where) {
+    const placeholder = element.placeholder ? plain(element.placeholder) : "Choose";
+    const select = h(
+      "select",
+      {
+        className: "select",
+        "data-action-id": element.action_id,
+        "data-block-id": block.block_id,
+        "aria-label": placeholder,
+      },
+      h("option", { value: "", disabled: true }, placeholder),
+      ...(element.options || []).map((option) =>
+        h("option", { value: plain(option.text) }, plain(option.text)),
+      ),
+    );
+    select.value = "";
+    select.addEventListener("change", () => onSelect(element, where, select));
+    return select;
+  }
+
   function renderElement(element, block, where) {
+    if (element.type === "static_select") return renderSelect(element, block, where);
     if (element.type !== "button") {
       return h(
         "span",
@@ -917,6 +938,23 @@
     });
     button.disabled = false;
     button.classList.remove("busy");
+    poll();
+  }
+
+  async function onSelect(element, where, select) {
+    if (where.modal) {
+      showError("Menus inside dialogs are not supported by the playground.");
+      return;
+    }
+    select.disabled = true;
+    await post("/playground/select", {
+      user: me,
+      channel: where.channel,
+      ts: where.ts,
+      action_id: element.action_id,
+      option: select.value,
+    });
+    select.disabled = false;
     poll();
   }
 
