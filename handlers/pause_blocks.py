@@ -330,16 +330,16 @@ def render_retry_notice(approval: Approval) -> tuple[str, list[Block]]:
     tool = escape(approval.tool_name)
     match approval.status:
         case "pending":
-            line = f":repeat: Retrying `{tool}` at {slack_date(due)}: {reason}"
+            line = f":repeat: Retrying at {slack_date(due)}: {reason}"
         case "due" | "executing" | "executed" | "unknown":
             # Due, then run again (at most once) by the drive that resumed the run.
-            line = f":repeat: Retried `{tool}` {slack_date(due)} (it had said: {reason})"
+            line = f":repeat: Retried {slack_date(due)} (it had said: {reason})"
         case _:
             detail = escaped_within(approval.result or "cancelled", OUTCOME_DETAIL_LIMIT)
-            line = f":heavy_multiplication_x: Retry of `{tool}` not run: {detail}"
+            line = f":heavy_multiplication_x: Not retried: {detail}"
     blocks: list[Block] = [
         {"type": "section", "block_id": "wait_summary", "text": {"type": "mrkdwn", "text": line}},
-        _ids("Retry", approval),
+        _ids(f"Retry of `{tool}`:", approval),
     ]
     fallback = due.strftime("%Y-%m-%d %H:%M UTC")
     return f"Retrying {approval.tool_name} at {fallback}", blocks

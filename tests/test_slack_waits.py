@@ -99,7 +99,7 @@ async def test_a_retry_notice_says_when_then_that_it_ran(slack: Harness) -> None
     reply = await slack.mention(REQUESTER, calls("flaky_api", {"name": "billing"}))
     [notice] = notices(slack)
     assert notice.thread_ts == reply.message.ts  # type: ignore[union-attr]
-    assert "Retrying `flaky_api` at <!date^" in shown(notice)
+    assert "Retrying at <!date^" in shown(notice) and "Retry of `flaky_api`" in shown(notice)
     assert "rate limited" in shown(notice)
     seen = len(ScriptedModel.seen)
 
@@ -130,4 +130,4 @@ async def test_a_retry_notice_says_when_then_that_it_ran(slack: Harness) -> None
     assert len(ScriptedModel.seen) == seen + 1
     assert [tool for tool, _, _ in slack_wait_tools.CALLS] == ["flaky_api", "flaky_api"]
     edited = shown(slack.server.message(notice.channel, notice.ts))
-    assert "Retried `flaky_api`" in edited and "Retrying" not in edited
+    assert ":repeat: Retried <!date^" in edited and "Retrying" not in edited
