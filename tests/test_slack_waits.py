@@ -5,7 +5,6 @@ outbox) that is edited in place when the wait settles; on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,14 +13,12 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from bot.retry_timer import run_retry_timer
-from handlers.decisions import resume_and_publish
 from playground.slack_server import Message
 from storage.repository import Repository
 from tests import slack_wait_tools
 from tests.conftest import BASE_CONFIG, make_config
 from tests.scripted_model import ScriptedModel
-from tests.slack_harness import Harness, running_bot
+from tests.slack_harness import CHANNEL, Harness, running_bot
 
 REQUESTER = "U0REQUESTER"
 
@@ -44,7 +41,7 @@ async def slack(repo: Repository) -> AsyncIterator[Harness]:
             "tests.slack_wait_tools:flaky_api",
         ]
     )
-    async with running_bot(config, repo) as harness:
+    async with running_bot(config, repo, sweep=True) as harness:
         yield harness
 
 
@@ -59,6 +56,16 @@ def notices(slack: Harness) -> list[Message]:
 def shown(message: Message | None) -> str:
     assert message is not None
     return json.dumps(message.blocks, ensure_ascii=False)
+
+
+async def test_waits_are_listed_but_not_as_yours_to_decide(slack: Harness) -> None:
+    await slack.mention(REQUESTER, calls("start_deploy", {"service": "shop"}))
+    mine = await slack.server.slash_command(REQUESTER, CHANNEL, text="mine")
+    assert "*Waiting* for deploy of shop" in mine.body
+    everything = await slack.server.slash_command("U0OUTSIDER", CHANNEL, text="all")
+    assert "*Waiting* for deploy of shop" in everything.body
+    to_decide = await slack.server.slash_command("U0OUTSIDER", CHANNEL, text="")
+    assert "Nothing is waiting for your decision" in to_decide.body
 
 
 async def post_callback(slack: Harness, url: str, body: dict[str, Any]) -> int:
@@ -102,31 +109,11 @@ async def test_a_retry_notice_says_when_then_that_it_ran(slack: Harness) -> None
     assert "Retrying at <!date^" in shown(notice) and "Retry of `flaky_api`" in shown(notice)
     assert "rate limited" in shown(notice)
     seen = len(ScriptedModel.seen)
-
-    services = slack.bot.services
-    stop = asyncio.Event()
-
-    async def resume(run_id: str) -> None:
-        await resume_and_publish(services, run_id)
-
-    timer = asyncio.create_task(
-        run_retry_timer(
-            services.runner,
-            resume,
-            lambda coroutine, name: services.background.spawn(coroutine, name=name),
-            stop,
-            interval=0.2,
-        )
-    )
-    try:
-        async with asyncio.timeout(15):
-            while "Results: flaky_api=billing: ok" not in [m.text for m in slack.thread_of(reply)]:
-                await asyncio.sleep(0.1)
-                await slack.settle()
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await timer
+    # The bot's own due-retry check (about once a second) runs the call again.
+    async with asyncio.timeout(15):
+        while "Results: flaky_api=billing: ok" not in [m.text for m in slack.thread_of(reply)]:
+            await asyncio.sleep(0.1)
+            await slack.settle()
     assert len(ScriptedModel.seen) == seen + 1
     assert [tool for tool, _, _ in slack_wait_tools.CALLS] == ["flaky_api", "flaky_api"]
     edited = shown(slack.server.message(notice.channel, notice.ts))
