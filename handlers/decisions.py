@@ -17,7 +17,7 @@ from bot.failpoints import failpoint
 from bot.runner import ApprovalExpired, Decision, DecisionRefused, RunOutcome
 from handlers.blocks import escape
 from handlers.pause_blocks import CALLBACK, RETRY, choices_of, kind_of
-from handlers.publish import RESUMING, CardPlace
+from handlers.publish import RESUMING, RESUMING_ANSWERED, CardPlace
 from handlers.services import GroupLookupFailed, Services
 from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, ExpiryOutcome, time_limit
@@ -157,6 +157,7 @@ async def answer_from_slack(
         clicked=clicked,
         settle=answer_it,
         done=lambda approval: f"You answered: {escape(approval.result or '')}",
+        resuming=RESUMING_ANSWERED,
     )
 
 
@@ -174,6 +175,7 @@ async def _settle_from_slack(
     clicked: CardPlace | None,
     settle: Callable[[Approval, set[str]], Awaitable[Decision]],
     done: Callable[[Approval], str],
+    resuming: str = RESUMING,
 ) -> None:
     """The one path of every click or form that settles a pause (a decision, an answer):
     check where it came from, who clicked, settle it exactly once, edit the card, tell the
@@ -215,16 +217,19 @@ async def _settle_from_slack(
     await services.publisher.refresh_card(approval_id, clicked=clicked)
     await tell(done(decision.approval))
     if decision.resume_claimed:
-        await resume_and_publish(services, decision.approval.run_id)
+        await resume_and_publish(services, decision.approval.run_id, resuming)
 
 
 @logs.bound_to("run_id")
-async def resume_and_publish(services: Services, run_id: str) -> RunOutcome | None:
-    """Resume a run this worker claimed, tell its thread, and settle its cards."""
+async def resume_and_publish(
+    services: Services, run_id: str, resuming: str = RESUMING
+) -> RunOutcome | None:
+    """Resume a run this worker claimed, tell its thread (``resuming`` meanwhile), and
+    settle its cards."""
     run = await services.repo.get_run(run_id)
     if run is None:
         return None
-    progress = await services.publisher.run_progress(run, RESUMING)
+    progress = await services.publisher.run_progress(run, resuming)
     outcome = await services.runner.resume(run_id)
     await services.publisher.outcome(outcome, progress_ts=progress)
     await refresh_settled_cards(services, run_id)

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 WORKING = ":hourglass_flowing_sand: Working on it…"
 RESUMING = ":hourglass_flowing_sand: Carrying on after the decision…"
+RESUMING_ANSWERED = ":hourglass_flowing_sand: Carrying on with the answer…"
 # Where a card is: (channel, message ts).
 CardPlace = tuple[str, str]
 # How long a poster holds its claim on posting a card; after that the sweeper may post it.

@@ -247,3 +247,20 @@ async def test_a_restart_between_question_and_answer_loses_nothing(database: Dat
             assert model_read("ask_user") == ["eu"]
             assert "Results: ask_user=eu" in [m.text for m in slack.thread_of(reply)]
             assert "answered: eu" in json.dumps(current(slack, card).blocks)
+
+
+async def test_the_thread_says_the_agent_carries_on_with_the_answer(slack: Harness) -> None:
+    reply = await slack.mention(REQUESTER, ask("Restart which region?", REGIONS))
+    [card] = question_cards(slack)
+    ScriptedModel.hold = hold = asyncio.Event()  # the model is slow to answer
+    try:
+        await slack.server.click(REQUESTER, card, "question_choice:0")
+        async with asyncio.timeout(10):
+            while not any("Carrying on with the answer" in m.text for m in slack.thread_of(reply)):
+                await asyncio.sleep(0.05)
+    finally:
+        hold.set()
+    await slack.settle()
+    texts = [m.text for m in slack.thread_of(reply)]
+    assert "Results: ask_user=eu" in texts
+    assert not any("Carrying on" in t for t in texts), "the answer replaced it"
