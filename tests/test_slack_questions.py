@@ -264,3 +264,22 @@ async def test_the_thread_says_the_agent_carries_on_with_the_answer(slack: Harne
     texts = [m.text for m in slack.thread_of(reply)]
     assert "Results: ask_user=eu" in texts
     assert not any("Carrying on" in t for t in texts), "the answer replaced it"
+
+
+async def test_a_free_text_question_is_answered_from_approvals_through_its_form(
+    slack: Harness,
+) -> None:
+    reply = await slack.mention(REQUESTER, ask("What should the notice say?"))
+    await slack.server.slash_command(REQUESTER, CHANNEL, text="mine")
+    [listing] = [m for m in slack.server.ephemerals_for(REQUESTER) if answer_elements(m)]
+    await slack.server.click(REQUESTER, listing, "question_answer")
+    [opened] = slack.server.views.values()
+    typed = {"type": "plain_text_input", "value": "Back at two"}
+    await slack.server.submit_view(REQUESTER, opened.id, {"question_answer": {"answer": typed}})
+    await slack.settle()
+    assert model_read("ask_user") == ["Back at two"]
+    assert "Results: ask_user=Back at two" in [m.text for m in slack.thread_of(reply)]
+    [card] = question_cards(slack)
+    assert "answered: Back at two" in json.dumps(card.blocks), "the card is edited too"
+    # The list has no channel of its own: the answerer hears back through its response URL.
+    assert any("You answered: Back at two" in t for t in slack.ephemeral_texts(REQUESTER))
