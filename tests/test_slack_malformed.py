@@ -340,6 +340,42 @@ async def prepared(slack: Harness, repo: Repository) -> AsyncIterator[tuple[Harn
     yield slack, approval_id, view_id
 
 
+QUESTION_KINDS = [k for k in KINDS if "question_" in k or k == "view_submission:answer"]
+
+
+async def test_outsiders_answers_change_nothing_and_malformed_ones_get_400(
+    prepared: tuple[Harness, str, str], repo: Repository
+) -> None:
+    """The property's starting points for questions, checked as they are: well formed, an
+    outsider's, refused politely; and answers whose values are not ours: 400."""
+    slack, approval_id, view_id = prepared
+    before = await snapshot(repo)
+    seen = len(ScriptedModel.seen)
+    for kind in QUESTION_KINDS:
+        payload = await base_payload(slack, kind, approval_id, view_id)
+        reply = await slack.server.send_raw(*encode(kind, payload))
+        assert reply.status == 200, (kind, reply.status, reply.body)
+    await slack.settle()
+    refusals = [t for t in slack.ephemeral_texts(OUTSIDER) if "can answer" in t]
+    assert len(refusals) == len(QUESTION_KINDS), slack.ephemeral_texts(OUTSIDER)
+    choice = await base_payload(slack, "block_actions:question_choice:1", approval_id, view_id)
+    choice["actions"][0]["value"] = json.dumps({"id": approval_id, "choice": "us"})
+    menu = await base_payload(slack, "block_actions:question_select", approval_id, view_id)
+    menu["actions"][0]["selected_option"] = {"value": 7}
+    typed = await base_payload(slack, "view_submission:answer", approval_id, view_id)
+    typed["view"]["state"]["values"][pause_blocks.ANSWER_BLOCK]["answer"] = "eu"
+    for kind, payload in (
+        ("block_actions", choice),
+        ("block_actions", menu),
+        ("view_submission", typed),
+    ):
+        reply = await slack.server.send_raw(*encode(kind, payload))
+        assert reply.status == 400 and "malformed request" in reply.body, reply.body
+    await slack.settle()
+    assert await snapshot(repo) == before
+    assert len(ScriptedModel.seen) == seen
+
+
 @settings(
     max_examples=80,
     deadline=None,
