@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
+from freezegun import freeze_time
 
 from playground.slack_server import Message
 from storage.repository import Repository
@@ -118,3 +120,22 @@ async def test_a_retry_notice_says_when_then_that_it_ran(slack: Harness) -> None
     assert [tool for tool, _, _ in slack_wait_tools.CALLS] == ["flaky_api", "flaky_api"]
     edited = shown(slack.server.message(notice.channel, notice.ts))
     assert ":repeat: Retried <!date^" in edited and "Retrying" not in edited
+
+
+async def test_a_callback_past_its_timeout_edits_the_notice_and_moves_on(
+    repo: Repository,
+) -> None:
+    config = make_config(tools=[*BASE_CONFIG["tools"], "tests.slack_wait_tools:start_deploy"])
+    with freeze_time("2026-11-30 10:00:00", real_asyncio=True) as clock:
+        async with running_bot(config, repo) as slack:
+            reply = await slack.mention(REQUESTER, calls("start_deploy", {"service": "shop"}))
+            [notice] = notices(slack)
+            [(_, _, url)] = slack_wait_tools.CALLS
+            clock.tick(timedelta(hours=1, minutes=1))
+            assert await post_callback(slack, url or "", {"status": "deployed"}) == 410
+            await slack.settle()
+            edited = shown(slack.server.message(notice.channel, notice.ts))
+            assert "deploy of shop: no report by" in edited and "Waiting for" not in edited
+            # on_expiry "deny" (the default): the model is told, and answers in the thread.
+            assert slack.thread_of(reply)[-1].text.startswith("Results: start_deploy=")
+    assert len(slack_wait_tools.CALLS) == 1
