@@ -402,7 +402,7 @@ def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[
     """An approval in a list (/approvals, the App Home): arguments cut short, buttons.
     Questions and waits are listed as pause_blocks renders them."""
     link = f" · <{permalink}|card>" if permalink else ""
-    if getattr(approval, "kind", "approval") != "approval":
+    if approval.kind not in (None, "approval"):
         # Questions and waits render in pause_blocks, which builds on this module.
         from handlers.pause_blocks import list_item as pause_list_item
 

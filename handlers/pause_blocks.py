@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bot.runner_waits import MAX_ANSWER_LENGTH
 from handlers.blocks import (
     FIELD_LIMIT,
     OUTCOME_DETAIL_LIMIT,
@@ -42,7 +43,8 @@ ANSWER = "question_answer"
 ANSWER_MODAL = "question_answer_modal"
 ANSWER_BLOCK = "question_answer"
 ANSWER_INPUT = "answer"
-ANSWER_MAX_LENGTH = 2000
+# The form takes as much as Runner.answer accepts (Slack's own cap is 3000 too).
+ANSWER_MAX_LENGTH = MAX_ANSWER_LENGTH
 
 # Up to this many choices get a button each; more get a static_select menu.
 BUTTON_CHOICES = 5
@@ -55,7 +57,7 @@ BODY_SHOWN_LIMIT = 500  # a callback's body on its notice, in a code block
 
 
 def kind_of(approval: Approval) -> str:
-    return getattr(approval, "kind", None) or "approval"
+    return approval.kind or "approval"
 
 
 def render_card(approval: Approval) -> tuple[str, list[Block]]:
@@ -325,7 +327,7 @@ def retry_reason(approval: Approval) -> str:
 
 def render_retry_notice(approval: Approval) -> tuple[str, list[Block]]:
     """ "Retrying at <date>: <reason>", edited when the retry runs (or is cancelled)."""
-    due = getattr(approval, "due_at", None) or approval.expires_at
+    due = approval.due_at or approval.expires_at
     reason = escaped_within(retry_reason(approval), 1000)
     tool = escape(approval.tool_name)
     match approval.status:
@@ -392,7 +394,7 @@ def list_item(approval: Approval, age: str, link: str) -> list[Block]:
             },
         ]
     if kind == "retry":
-        due = getattr(approval, "due_at", None) or approval.expires_at
+        due = approval.due_at or approval.expires_at
         line = (
             f":repeat: *Retry* of `{escape(approval.tool_name)}` at {slack_date(due)}: "
             f"{escaped_within(retry_reason(approval), LIST_QUESTION_LIMIT)}"
