@@ -375,6 +375,57 @@ async def test_click_builds_block_actions_from_the_real_card(
     assert bot.form_payload()["actions"][0]["value"] == "apr_forged"
 
 
+MENU = {
+    "type": "static_select",
+    "action_id": "question_select",
+    "placeholder": {"type": "plain_text", "text": "Choose an answer"},
+    "options": [
+        {"text": {"type": "plain_text", "text": f"region-{i}"}, "value": f"v{i}"} for i in range(7)
+    ],
+}
+
+
+async def test_select_picks_an_option_of_a_real_menu(
+    server: SlackServer, bot: FakeBot, client: AsyncWebClient
+) -> None:
+    posted = await client.chat_postMessage(
+        channel="C0OPS",
+        text="Which?",
+        blocks=[{"type": "actions", "block_id": "question:q1", "elements": [MENU]}],
+    )
+    menu = server.message("C0OPS", str(posted["ts"]))
+    assert menu is not None
+    reply = await server.select("U0REQUESTER", menu, "question_select", "region-5")
+    assert_signed(server, bot.received[-1])
+    [action] = bot.form_payload()["actions"]
+    assert action["type"] == "static_select" and action["block_id"] == "question:q1"
+    assert action["selected_option"] == MENU["options"][5]
+    assert reply.response_url == bot.form_payload()["response_url"]
+    with pytest.raises(LookupError):
+        await server.select("U0REQUESTER", menu, "question_select", "region-9")
+    with pytest.raises(ValueError):
+        await server.click("U0REQUESTER", menu, "question_select")  # a menu is not a button
+
+
+@pytest.mark.parametrize(
+    "menu",
+    [
+        {**MENU, "options": []},
+        {**MENU, "options": MENU["options"] * 15},
+        {**MENU, "options": [{"text": {"type": "plain_text", "text": "x" * 76}, "value": "v"}]},
+        {**MENU, "options": [{"text": {"type": "plain_text", "text": "x"}, "value": "v" * 151}]},
+    ],
+)
+async def test_menus_slack_would_refuse_are_refused(
+    client: AsyncWebClient, menu: dict[str, Any]
+) -> None:
+    with pytest.raises(SlackApiError) as err:
+        await client.chat_postMessage(
+            channel="C0OPS", text="Which?", blocks=[{"type": "actions", "elements": [menu]}]
+        )
+    assert err.value.response["error"] == "invalid_blocks"
+
+
 async def test_response_url_follows_slack_rules(
     server: SlackServer, bot: FakeBot, client: AsyncWebClient
 ) -> None:
