@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 
+from handlers.sweeper import sweep_once
 from playground.slack_server import Message, SlackServer
 from storage.repository import PendingFilter, Repository
 from tests.conftest import BASE_CONFIG, Database, make_config
@@ -283,3 +284,20 @@ async def test_a_free_text_question_is_answered_from_approvals_through_its_form(
     assert "answered: Back at two" in json.dumps(card.blocks), "the card is edited too"
     # The list has no channel of its own: the answerer hears back through its response URL.
     assert any("You answered: Back at two" in t for t in slack.ephemeral_texts(REQUESTER))
+
+
+async def test_a_question_nobody_answers_is_expired_by_the_sweeper_and_its_card_edited(
+    repo: Repository,
+) -> None:
+    config = ask_user_policy(ttl="10m")
+    with freeze_time("2026-11-30 10:00:00", real_asyncio=True) as clock:
+        async with running_bot(config, repo) as slack:
+            reply = await slack.mention(REQUESTER, ask("Restart which region?", REGIONS))
+            [card] = question_cards(slack)
+            clock.tick(timedelta(minutes=11))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            edited = current(slack, card)
+            assert answer_elements(edited) == []
+            assert "the agent was told no answer came" in json.dumps(edited.blocks)
+            assert slack.thread_of(reply)[-1].text.startswith("Results: ask_user=")
