@@ -429,6 +429,7 @@ PAGE_TEMPLATE = """<!doctype html>
     </ul>
     <p class="hint">Everything here is local: a Slack-compatible server, the real bot and an
       offline demo model. Try<br><code>{bot} restart payments</code><br>
+      <code>{bot} restart search by region</code><br><code>{bot} deploy web</code><br>
       <code>{bot} scale checkout to 5</code><br><code>/approvals</code></p>
   </aside>
   <main class="main">

@@ -292,7 +292,7 @@ async def test_answer_the_agents_question_in_the_browser(tmp_path: Path) -> None
             # ana answers: the card says so, and the agent asks to restart in that region.
             await _become(page, ANA)
             await question.get_by_role("button", name="us-east").click()
-            await expect(question).to_contain_text("@ana answered: us-east")
+            await expect(question).to_contain_text("💬 @ana answered: us-east")
             await expect(question.locator("[data-action-id]")).to_have_count(0)
             await expect(_card(search)).to_contain_text('"region": "us-east"')
             await _screenshot(page, "q2-answered.png", shots, _card(search))

@@ -36,6 +36,8 @@
     robot_face: "🤖",
     information_source: "ℹ️",
     question: "❓",
+    speech_balloon: "💬",
+    repeat: "🔁",
     clock1: "🕐",
     gear: "⚙️",
   };
