@@ -288,12 +288,12 @@ def render_callback_notice(approval: Approval) -> tuple[str, list[Block]]:
             detail = f"Gives up {slack_date(approval.expires_at)}"
         case "completed":
             when = slack_date(approval.decided_at) if approval.decided_at else ""
-            line = f":white_check_mark: {description}: reported back {when}"
+            line = f":white_check_mark: Waited for {description}: reported back {when}"
             detail = _shown_body(approval.result)
         case "expired":
-            line = f":hourglass: {description}: no report by {slack_date(approval.expires_at)}" + (
-                "; the task stopped" if approval.on_expiry == "cancel" else ""
-            )
+            deadline = slack_date(approval.expires_at)
+            stopped = "; the task stopped" if approval.on_expiry == "cancel" else ""
+            line = f":hourglass: Waited for {description}: no report by {deadline}{stopped}"
             detail = ""
         case _:
             line = f":heavy_multiplication_x: Stopped waiting for {description}"
