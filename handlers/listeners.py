@@ -8,7 +8,6 @@ a model.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import Any
@@ -33,6 +32,7 @@ from handlers.decisions import (
     decide_from_slack,
     refresh_settled_cards,
 )
+from handlers.interactions import click_place, clicked_card, json_object, teller
 from handlers.services import GroupLookupFailed, Services
 from storage.models import Run
 from storage.repository import (
@@ -158,41 +158,6 @@ async def drive_request(services: Services, run: Run) -> None:
 # -- buttons and the modal ---------------------------------------------------------------
 
 
-def _click_place(body: dict[str, Any]) -> ClickPlace:
-    """Where a click came from: a card in a channel, or an ephemeral /approvals list.
-
-    Both channels are Slack's (the signed payload's container), never a value of ours that
-    a crafted request could point elsewhere.
-    """
-    team = (body.get("team") or {}).get("id") or body.get("user", {}).get("team_id", "")
-    container = body.get("container") or {}
-    channel = container.get("channel_id") or (body.get("channel") or {}).get("id")
-    channel = channel if isinstance(channel, str) and channel else None
-    if container.get("is_ephemeral"):
-        return ClickPlace(team=team, channel=None, list_channel=channel)
-    return ClickPlace(team=team, channel=channel)
-
-
-def _clicked_card(body: dict[str, Any]) -> tuple[str, str] | None:
-    """The card message a button was clicked on; None for ephemeral lists."""
-    container = body.get("container") or {}
-    if container.get("is_ephemeral") or container.get("type") != "message":
-        return None
-    channel, ts = container.get("channel_id"), container.get("message_ts")
-    return (channel, ts) if isinstance(channel, str) and isinstance(ts, str) else None
-
-
-def _teller(respond: AsyncRespond, services: Services, body: dict[str, Any]) -> Any:
-    """An ephemeral answer to the clicker; on the App Home (no response URL), at its top."""
-    if not body.get("response_url") and services.home is not None:
-        return services.home.teller(_click_place(body).team, body["user"]["id"])
-
-    async def tell(text: str) -> None:
-        await respond(text=text, response_type="ephemeral", replace_original=False)
-
-    return tell
-
-
 def register_buttons(app: AsyncApp, services: Services) -> None:
     @app.action(blocks.APPROVE)
     async def on_approve(
@@ -206,9 +171,9 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 actor=body["user"]["id"],
                 approve=True,
                 reason=None,
-                place=_click_place(body),
-                tell=_teller(respond, services, body),
-                clicked=_clicked_card(body),
+                place=click_place(body),
+                tell=teller(respond, services, body),
+                clicked=clicked_card(body),
             ),
             name=f"approve {action.get('value')}",
         )
@@ -224,8 +189,8 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         await ack()
         approval_id = action.get("value", "")
         actor = body["user"]["id"]
-        place = _click_place(body)
-        tell = _teller(respond, services, body)
+        place = click_place(body)
+        tell = teller(respond, services, body)
         try:
             with time_limit(services.ack_time_limit):
                 approval = await approval_clicked_here(services, approval_id, place, tell=tell)
@@ -247,7 +212,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                     reason=None,
                     place=place,
                     tell=tell,
-                    clicked=_clicked_card(body),
+                    clicked=clicked_card(body),
                 ),
                 name=f"deny {approval_id}",
             )
@@ -273,7 +238,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
             "list_channel": place.list_channel or "",
             "team": place.team,
             "response_url": body.get("response_url", ""),
-            "card_ts": (_clicked_card(body) or ("", ""))[1],
+            "card_ts": (clicked_card(body) or ("", ""))[1],
         }
         # trigger_id lives 3 seconds: open the modal now, in the acknowledgement path.
         try:
@@ -335,11 +300,11 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         respond: AsyncRespond,
     ) -> None:
         await ack()
-        tell = _teller(respond, services, body)
+        tell = teller(respond, services, body)
         try:
             with time_limit(services.ack_time_limit):
                 approval = await approval_clicked_here(
-                    services, action.get("value", ""), _click_place(body), tell=tell
+                    services, action.get("value", ""), click_place(body), tell=tell
                 )
         except DATABASE_FAILURES as exc:
             log.error("approval %s: arguments not looked up (%s)", action.get("value"), exc)
@@ -364,16 +329,6 @@ def _nested(obj: Any, *keys: str) -> Any:
             return None
         obj = obj.get(key)
     return obj
-
-
-def json_object(text: Any) -> dict[str, Any]:
-    """A JSON object from a value we put on a button or modal; {} for anything else."""
-    try:
-        value = json.loads(text or "{}")
-    except (TypeError, ValueError, RecursionError):  # deep nesting raises RecursionError
-        log.warning("ignoring a malformed value sent back by Slack: %.200r", text)
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 # -- /approvals --------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from handlers.decisions import (
     answer_from_slack,
     approval_clicked_here,
 )
-from handlers.listeners import _click_place, _clicked_card, _teller, json_object
+from handlers.interactions import click_place, clicked_card, json_object, teller
 from handlers.services import GroupLookupFailed, Services
 from storage.repository import DATABASE_FAILURES, time_limit
 
@@ -44,7 +44,7 @@ def register(app: AsyncApp, services: Services) -> None:
     def answer_choice(body: dict[str, Any], value: Any, respond: AsyncRespond) -> None:
         """Hand a chosen answer to the background (after the caller acknowledged)."""
         chosen = pause_blocks.parse_choice_value(value)
-        tell = _teller(respond)
+        tell = teller(respond, services, body)
         if chosen is None:  # payloads.problem refuses these; a second line of defence
             services.background.spawn(tell(NOT_A_CHOICE), name="not a choice")
             return
@@ -55,9 +55,9 @@ def register(app: AsyncApp, services: Services) -> None:
                 approval_id=approval_id,
                 actor=body["user"]["id"],
                 choice=index,
-                place=_click_place(body),
+                place=click_place(body),
                 tell=tell,
-                clicked=_clicked_card(body),
+                clicked=clicked_card(body),
             ),
             name=f"answer {approval_id}",
         )
@@ -87,8 +87,8 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         approval_id = action.get("value", "")
         actor = body["user"]["id"]
-        place = _click_place(body)
-        tell = _teller(respond)
+        place = click_place(body)
+        tell = teller(respond, services, body)
         try:
             with time_limit(services.ack_time_limit):
                 approval = await approval_clicked_here(services, approval_id, place, tell=tell)
@@ -108,7 +108,7 @@ def register(app: AsyncApp, services: Services) -> None:
                     actor=actor,
                     place=place,
                     tell=tell,
-                    clicked=_clicked_card(body),
+                    clicked=clicked_card(body),
                 ),
                 name=f"answer {approval_id}",
             )
@@ -134,7 +134,7 @@ def register(app: AsyncApp, services: Services) -> None:
             "list_channel": place.list_channel or "",
             "team": place.team,
             "response_url": body.get("response_url", ""),
-            "card_ts": (_clicked_card(body) or ("", ""))[1],
+            "card_ts": (clicked_card(body) or ("", ""))[1],
         }
         # trigger_id lives 3 seconds: open the modal now, in the acknowledgement path.
         try:
