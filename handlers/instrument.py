@@ -4,6 +4,7 @@ failed or was rate limited. Nothing here changes what a listener or a call does.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,9 +20,11 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot import logs
 from bot import metric_hooks as metrics
+from handlers import pause_blocks
 from handlers.blocks import APPROVE, DENY, SHOW_ARGUMENTS
 
-APPROVAL_ACTIONS = (APPROVE, DENY, SHOW_ARGUMENTS)
+# Actions whose value is the approval's (or question's) id.
+APPROVAL_ACTIONS = (APPROVE, DENY, SHOW_ARGUMENTS, pause_blocks.ANSWER)
 
 
 def request_kind(body: dict[str, Any]) -> str:
@@ -46,13 +49,31 @@ def request_ids(body: dict[str, Any]) -> dict[str, str | None]:
     )
     approval = None
     for action in body.get("actions") or []:
-        if isinstance(action, dict) and action.get("action_id") in APPROVAL_ACTIONS:
-            approval = action.get("value")
+        if isinstance(action, dict):
+            approval = _approval_of(action) or approval
     return {
         "workspace": team if isinstance(team, str) else None,
         "channel": channel if isinstance(channel, str) else None,
         "approval_id": approval if isinstance(approval, str) else None,
     }
+
+
+def _approval_of(action: dict[str, Any]) -> str | None:
+    """The approval (or question) an action is about: its value, or, for a question's
+    choice button or menu, the id inside the choice's value."""
+    action_id = action.get("action_id")
+    if action_id in APPROVAL_ACTIONS:
+        value = action.get("value")
+        return value if isinstance(value, str) else None
+    if action_id == pause_blocks.SELECT:
+        option = action.get("selected_option")
+        value = option.get("value") if isinstance(option, dict) else None
+    elif isinstance(action_id, str) and re.match(pause_blocks.CHOICE_PATTERN, action_id):
+        value = action.get("value")
+    else:
+        return None
+    choice = pause_blocks.parse_choice_value(value)
+    return choice[0] if choice else None
 
 
 async def observe_request(body: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:

@@ -11,6 +11,7 @@ import pytest
 
 from handlers import pause_blocks
 from handlers.blocks import render_approvals_page
+from handlers.instrument import request_ids
 from handlers.payloads import problem
 from playground.slack_server.blocks import MAX_VIEW_BLOCKS, _blocks_problems
 from storage.models import Approval
@@ -255,6 +256,21 @@ def test_well_formed_question_actions_pass() -> None:
     selected = {"action_id": "question_select", "selected_option": {"value": value}}
     assert problem(_click(selected)) is None
     assert problem(_click({"action_id": "question_answer", "value": "01Q"})) is None
+
+
+def test_a_question_click_logs_the_question_id_as_an_approval_click_does() -> None:
+    """Log lines of a click carry the approval it is about (handlers/instrument.py); a
+    question's buttons and menu carry its id inside the choice's value."""
+    value = pause_blocks.choice_value(pause("question"), 1)
+    clicks = [
+        {"action_id": "question_choice:1", "value": value},
+        {"action_id": "question_select", "selected_option": {"value": value}},
+        {"action_id": "question_answer", "value": "01QUESTION"},
+    ]
+    for action in clicks:
+        assert request_ids(_click(action))["approval_id"] == "01QUESTION", action
+    not_ours = {"action_id": "question_select", "selected_option": "x"}
+    assert request_ids(_click(not_ours))["approval_id"] is None
 
 
 @pytest.mark.parametrize(
