@@ -96,7 +96,7 @@ def parse_choice_value(value: Any) -> tuple[str, int] | None:
     """(question id, choice index) from a button's or option's value; None if not ours."""
     try:
         data = json.loads(value) if isinstance(value, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting raises RecursionError
         return None
     if not isinstance(data, dict):
         return None

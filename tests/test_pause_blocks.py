@@ -244,6 +244,8 @@ def _click(action: dict[str, Any]) -> dict[str, Any]:
         {"action_id": "question_select", "selected_option": {"value": 3}},
         {"action_id": "question_select", "selected_option": {"value": "[]"}},
         {"action_id": "question_answer"},
+        {"action_id": "question_choice:0", "value": "[" * 100_000},
+        {"action_id": "question_select", "selected_option": {"value": "[" * 100_000}},
     ],
 )
 def test_malformed_question_actions_are_refused(action: dict[str, Any]) -> None:
