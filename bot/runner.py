@@ -472,7 +472,10 @@ class Runner(PauseSettling):
             # The run is another drive's now: this failure is not the run's, say nothing.
             log.error("run %s: this drive failed after losing the run: %s", run.id, message)
             return _handed_over(run)
-        log.error("run %s failed: %s", run.id, message, exc_info=exc)
+        # A model that is unknown or has no key is the configuration's fault, said in full by
+        # the message: its traceback only buried that line.
+        configuration = isinstance(exc, (llm.UnknownModelError, llm.NeedsKeyException))
+        log.error("run %s failed: %s", run.id, message, exc_info=None if configuration else exc)
         return RunOutcome(run_id=run.id, status="failed", error=message, run=run)
 
     # -- decisions ---------------------------------------------------------------------
