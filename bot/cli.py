@@ -113,17 +113,7 @@ def build_parser() -> _Parser:
         prog="approval-bot",
         description="A Slack bot that runs llm agents and asks humans before risky tool calls.",
     )
-    parser.add_argument(
-        "--config",
-        help="TOML configuration file (default: $APPROVAL_BOT_CONFIG or ./approval-bot.toml)",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
-    parser.add_argument(
-        "--log-format",
-        choices=LOG_FORMATS,
-        default=None,
-        help=f"text (default) or json: one JSON object per line (env {LOG_FORMAT_ENV})",
-    )
+    _add_global_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     db = commands.add_parser("db", help="database maintenance")
@@ -157,6 +147,11 @@ def build_parser() -> _Parser:
     cancel.add_argument("run_id", metavar="ID")
     cancel.add_argument("--as", dest="actor", type=USER_ID, required=True, metavar="USER")
     cancel.add_argument("--reason", default="cancelled from the command line")
+    cancel.add_argument(
+        "--force",
+        action="store_true",
+        help="an operator cancels a run that is not theirs to cancel (recorded as forced)",
+    )
     run_commands.add_parser(
         "recover",
         help="what the sweeper does, once: expire overdue approvals, take over runs whose "
@@ -173,7 +168,44 @@ def build_parser() -> _Parser:
     waits = add_waits_commands(commands, list_limit)
     _add_slack_commands(commands)
     parser.subcommand_parsers = {"db": db, "approvals": approvals, "runs": runs, "waits": waits}
+    _global_options_everywhere(parser)
     return parser
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """``--config``, ``-v`` and ``--log-format``. On a subcommand they default to SUPPRESS, so
+    one given after the subcommand (``approval-bot serve --config x.toml``) sets the value
+    and one not given there leaves the value given before it untouched."""
+    unset: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument(
+        "--config",
+        default=unset,
+        help="TOML configuration file (default: $APPROVAL_BOT_CONFIG or ./approval-bot.toml)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="log debug output",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=unset,
+        help=f"text (default) or json: one JSON object per line (env {LOG_FORMAT_ENV})",
+    )
+
+
+def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
+    """People put options where they think of them: after the subcommand as often as before
+    (``scripts/playground --config my.toml`` ends up as ``approval-bot playground --config
+    my.toml``), so every command and subcommand takes the global options too."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _add_global_options(sub, suppress=True)
+                _global_options_everywhere(sub)
 
 
 def _add_slack_commands(commands: Any) -> None:
@@ -226,12 +258,28 @@ def _main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"approval-bot: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    key = (args.command, _subcommand(args))
+    if key in NEEDS_A_DATABASE and (missing := missing_database_file(config.database_url)):
+        print(
+            f"approval-bot: there is no database at {missing}: nothing has been recorded "
+            "yet (check --config or DATABASE_URL; `approval-bot db upgrade` creates it)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     prepare_llm()
+    if config.model == DEMO_MODEL_ID:
+        # The playground's offline model, so `approval-bot ask` can be tried without a key.
+        from playground.demo import register_demo_model
+
+        register_demo_model()
     if args.command == "serve":
         from bot.serve import serve
 
         return serve(config, host=args.host, port=args.port, socket_mode=args.socket_mode)
-    command = _COMMANDS[(args.command, _subcommand(args))]
+    if args.command == "ask" and (problem := model_problem(config.model)):
+        print(f"approval-bot: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    command = _COMMANDS[key]
     try:
         code = asyncio.run(_interruptible(config, lambda repo: command(repo, config, args)))
     except DatabaseUnavailable as exc:
@@ -245,6 +293,65 @@ def _main(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+# Commands about what is already recorded: on a database that does not exist they would
+# create an empty one (and migrate it) only to say there is nothing, so they say so instead.
+NEEDS_A_DATABASE = {
+    ("approvals", "list"),
+    ("approvals", "decide"),
+    ("approvals", "expire"),
+    ("runs", "show"),
+    ("runs", "cancel"),
+    ("runs", "recover"),
+    ("waits", "list"),
+    ("waits", "complete"),
+}
+DEMO_MODEL_ID = "demo"  # playground.demo.DEMO_MODEL_ID, without importing the playground
+
+
+def missing_database_file(database_url: str) -> str | None:
+    """The path of a SQLite database file that does not exist, or None (it exists, it is in
+    memory, or the database is a server: PostgreSQL databases are made by their admins)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(database_url)
+    except ArgumentError:
+        return None  # Repository.open says what is wrong with it
+    if url.get_backend_name() != "sqlite" or url.query.get("mode") == "memory":
+        return None
+    path = url.database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    if os.path.exists(path) or not os.path.isdir(os.path.dirname(path) or "."):
+        return None  # a missing folder is Repository.open's error, which names the folder
+    return path
+
+
+def model_problem(model_id: str) -> str | None:
+    """Why ``ask`` cannot reach the model, in one line, before a run is recorded: a missing
+    key used to surface as a failed run and a logged traceback."""
+    import llm
+
+    try:
+        model = llm.get_async_model(model_id)
+    except llm.UnknownModelError:
+        return (
+            f"unknown model {model_id!r}: install its llm plugin, or set model = "
+            f'"{DEMO_MODEL_ID}" to try the bot offline'
+        )
+    if getattr(model, "needs_key", None):
+        try:
+            model.get_key()
+        except llm.NeedsKeyException:
+            env = f" or set {model.key_env_var}" if getattr(model, "key_env_var", None) else ""
+            return (
+                f"the model {model_id!r} needs an API key: `llm keys set {model.needs_key}`"
+                f'{env} (or set model = "{DEMO_MODEL_ID}" to try the bot offline)'
+            )
+    return None
 
 
 def _subcommand(args: argparse.Namespace) -> str:
@@ -464,7 +571,14 @@ async def _runs_show(repo: Repository, config: Config, args: argparse.Namespace)
 
 async def _runs_cancel(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     runner = Runner(repo, config, worker_id=WORKER_ID)
-    reason = f"{args.reason} (by {args.actor})"
+    run = await repo.get_run(args.run_id)
+    if run is not None and run.status == "paused" and not args.force:
+        refusal = await cancel_refusal(repo, run, args.actor)
+        if refusal:
+            print(f"refused (not_allowed): {refusal}", file=sys.stderr)
+            return EXIT_REFUSED
+    forced = " (forced by an operator)" if args.force else ""
+    reason = f"{args.reason} (by {args.actor}{forced})"
     if not await repo.cancel_run(args.run_id, reason=reason, actor=args.actor, now=runner.clock()):
         run = await repo.get_run(args.run_id)
         state = f"it is {run.status}" if run else "there is no such run"
@@ -479,6 +593,28 @@ async def _runs_cancel(repo: Repository, config: Config, args: argparse.Namespac
 
         await announce_cancelled(slack, args.run_id)
     return EXIT_OK
+
+
+async def cancel_refusal(repo: Repository, run: Run, actor: str) -> str | None:
+    """Why ``actor`` may not cancel ``run``, or None: the rule of deciding, so the requester
+    or anyone who may decide one of its pending approvals (user groups are Slack's to
+    resolve; a member of an approving group uses ``--force``)."""
+    from bot.policy import refusal_reason
+
+    if actor == run.requester:
+        return None
+    for approval in await repo.approvals_for_run(run.id):
+        if approval.status == "pending" and not refusal_reason(
+            actor=actor,
+            requester=approval.requester,
+            approvers=approval.approvers,
+            allow_self_approval=approval.allow_self_approval,
+        ):
+            return None
+    return (
+        f"only the run's requester ({run.requester}) or an approver of its pending calls "
+        "may cancel it; an operator may add --force"
+    )
 
 
 async def _runs_recover(repo: Repository, config: Config, args: argparse.Namespace) -> int:

@@ -99,10 +99,10 @@ def test_cancel_a_waiting_run(config_file: Path, capsys: pytest.CaptureFixture[s
     run_cli(capsys, *cfg, "ask", json.dumps({"tool_calls": [call]}), "--as", "U0REQUESTER")
     [listed] = json.loads(run_cli(capsys, *cfg, "approvals", "list", "--json")[1])
 
-    code, out, _ = run_cli(capsys, *cfg, "runs", "cancel", listed["run_id"], "--as", "U0OPS")
+    code, out, _ = run_cli(capsys, *cfg, "runs", "cancel", listed["run_id"], "--as", "U0APPROVER1")
     assert code == 0 and "cancelled" in out
     shown = json.loads(run_cli(capsys, *cfg, "runs", "show", listed["run_id"], "--json")[1])
-    assert shown["status"] == "cancelled" and "by U0OPS" in shown["error"]
+    assert shown["status"] == "cancelled" and "by U0APPROVER1" in shown["error"]
     assert [a["status"] for a in shown["approvals"]] == ["cancelled"]
 
     code, _, err = run_cli(capsys, *cfg, "runs", "cancel", listed["run_id"], "--as", "U0OPS")
@@ -491,7 +491,9 @@ def test_slack_unreachable_does_not_strand_a_decision_or_a_cancel(
     shown = json.loads(run_cli(capsys, *cfg, "runs", "show", first["run_id"], "--json")[1])
     assert shown["status"] == "completed"
 
-    code, out, err = run_cli(capsys, *cfg, "runs", "cancel", second["run_id"], "--as", "U0OPS")
+    code, out, err = run_cli(
+        capsys, *cfg, "runs", "cancel", second["run_id"], "--as", "U0OPS", "--force"
+    )
     assert code == 0 and "cancelled" in out and "Traceback" not in err, err
 
 

@@ -49,6 +49,7 @@ async def test_list_complete_and_show_a_wait(
     config_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cfg = ["--config", str(config_file)]
+    assert (await run_cli(capsys, *cfg, "db", "upgrade"))[0] == 0  # reading makes no database
     code, out, _ = await run_cli(capsys, *cfg, "waits", "list")
     assert code == 0 and out.strip() == "Nothing is waiting."
 

@@ -1,0 +1,157 @@
+"""The command line as people use it: options where they type them, read-only commands that
+leave no database behind, cancelling under the deciding rule, a model without a key, and the
+offline demo model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.cli import build_parser, main
+
+CONFIG = """
+model = "scripted"
+tools = ["tests.ops_tools:get_status", "tests.ops_tools:restart_service"]
+
+[policies.restart_service]
+approvers = ["U0APPROVER1"]
+"""
+RESTART = json.dumps({"tool_calls": [{"name": "restart_service", "arguments": {"service": "db"}}]})
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def config_at(tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A configuration file on each database backend in turn."""
+    path = tmp_path / "bot.toml"
+    path.write_text(CONFIG)
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["approval-bot", "serve", "--config", "x.toml"],
+        ["approval-bot", "playground", "--config", "x.toml", "--no-browser"],
+        ["approval-bot", "approvals", "list", "--config", "x.toml", "-v"],
+        ["approval-bot", "--config", "other.toml", "runs", "show", "R1", "--config", "x.toml"],
+        ["approval-bot", "approvals", "--config", "x.toml", "list"],
+    ],
+)
+def test_global_options_are_taken_after_the_subcommand(argv: list[str]) -> None:
+    args = build_parser().parse_args(argv[1:])
+    assert args.config == "x.toml"
+
+
+def test_options_before_the_subcommand_still_hold(tmp_path: Path) -> None:
+    args = build_parser().parse_args(["--config", "x.toml", "-v", "--log-format", "json", "serve"])
+    assert (args.config, args.verbose, args.log_format) == ("x.toml", True, "json")
+    args = build_parser().parse_args(["serve", "--log-format", "json", "-v"])
+    assert (args.config, args.verbose, args.log_format) == (None, True, "json")
+
+
+def test_a_config_after_the_subcommand_is_the_one_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "approvals", "list", "--config", "missing.toml")
+    assert code == 2 and "missing.toml: no such configuration file" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["approvals", "list"],
+        ["approvals", "list", "--json"],
+        ["approvals", "decide", "apr_1", "--approve", "--as", "U1"],
+        ["approvals", "expire"],
+        ["runs", "show", "run_1"],
+        ["runs", "cancel", "run_1", "--as", "U1"],
+        ["runs", "recover"],
+        ["waits", "list"],
+        ["waits", "complete", "wait_1", "--body", "{}"],
+    ],
+)
+def test_commands_about_what_is_recorded_create_no_database(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    config = tmp_path / "bot.toml"
+    config.write_text(CONFIG)
+    database = tmp_path / "nothing-yet.db"
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{database}")
+    code, out, err = run_cli(capsys, "--config", str(config), *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and f"there is no database at {database}" in err
+    assert not database.exists()
+
+
+def test_cancel_follows_the_deciding_rule_unless_forced(
+    config_at: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = ["--config", str(config_at)]
+
+    def waiting_run() -> str:
+        assert run_cli(capsys, *cfg, "ask", RESTART, "--as", "U0REQUESTER")[0] == 0
+        listed = json.loads(run_cli(capsys, *cfg, "approvals", "list", "--json")[1])
+        return str(listed[0]["run_id"])
+
+    def status(run_id: str) -> str:
+        return str(json.loads(run_cli(capsys, *cfg, "runs", "show", run_id, "--json")[1])["status"])
+
+    run_id = waiting_run()
+    code, _, err = run_cli(capsys, *cfg, "runs", "cancel", run_id, "--as", "U0STRANGER")
+    assert code == 1 and "refused (not_allowed)" in err and "--force" in err
+    assert status(run_id) == "paused"
+
+    code, out, _ = run_cli(capsys, *cfg, "runs", "cancel", run_id, "--as", "U0APPROVER1")
+    assert code == 0 and status(run_id) == "cancelled"
+
+    run_id = waiting_run()
+    code, _, _ = run_cli(capsys, *cfg, "runs", "cancel", run_id, "--as", "U0REQUESTER")
+    assert code == 0 and status(run_id) == "cancelled"
+
+    run_id = waiting_run()
+    code, _, _ = run_cli(capsys, *cfg, "runs", "cancel", run_id, "--as", "U0OPS", "--force")
+    shown = json.loads(run_cli(capsys, *cfg, "runs", "show", run_id, "--json")[1])
+    assert code == 0 and shown["status"] == "cancelled"
+    assert "by U0OPS (forced by an operator)" in shown["error"]
+
+
+def test_ask_without_a_model_key_is_one_line_and_records_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLM_USER_PATH", str(tmp_path / "llm"))  # no keys.json there
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = tmp_path / "bot.toml"
+    config.write_text('model = "gpt-4o-mini"\ntools = []\n')
+    database = tmp_path / "bot.db"
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{database}")
+    code, out, err = run_cli(capsys, "--config", str(config), "ask", "hi", "--as", "U1")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "needs an API key" in err and 'model = "demo"' in err
+    assert not database.exists()
+
+
+def test_ask_with_the_demo_model_works_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("APPROVAL_BOT_DEMO_STATE", str(tmp_path / "demo-state.db"))
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'bot.db'}")
+    config = tmp_path / "bot.toml"
+    config.write_text('model = "demo"\ntools = ["playground.demo:get_status"]\n')
+    code, out, _ = run_cli(
+        capsys, "--config", str(config), "ask", "status of payments", "--as", "U1"
+    )
+    assert code == 0 and ": completed" in out and "payments: healthy" in out
