@@ -114,7 +114,7 @@ def test_cancel_follows_the_deciding_rule_unless_forced(
     assert code == 1 and "refused (not_allowed)" in err and "--force" in err
     assert status(run_id) == "paused"
 
-    code, out, _ = run_cli(capsys, *cfg, "runs", "cancel", run_id, "--as", "U0APPROVER1")
+    code, _, _ = run_cli(capsys, *cfg, "runs", "cancel", run_id, "--as", "U0APPROVER1")
     assert code == 0 and status(run_id) == "cancelled"
 
     run_id = waiting_run()

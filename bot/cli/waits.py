@@ -11,15 +11,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.config import Config
-from bot.runner import Runner, describe_wait
-from storage.models import Approval
-from storage.repository import Repository
+from bot.cli.common import slack_services, worker_id
+from bot.cli.output import iso, print_outcome
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from storage.models import Approval
+    from storage.repository import Repository
 
 
 def add_waits_commands(commands: Any, list_limit: Any) -> argparse.ArgumentParser:
+    """The ``waits`` parsers (bot.cli.parser calls this; nothing heavy is imported here)."""
     waits = commands.add_parser("waits", help="questions, callbacks and retries still waiting")
     wait_commands = waits.add_subparsers(dest="waits_command", metavar="SUBCOMMAND")
     listing = wait_commands.add_parser("list", help="waits, newest first, and until when")
@@ -44,6 +48,8 @@ def json_body(text: str) -> str:
 
 
 def wait_json(wait: Approval) -> dict[str, Any]:
+    from bot.runner import describe_wait
+
     return {
         "id": wait.id,
         "kind": wait.kind,
@@ -53,13 +59,15 @@ def wait_json(wait: Approval) -> dict[str, Any]:
         "waiting_for": describe_wait(wait),
         "reason": wait.reason,
         "arguments": wait.arguments,
-        "expires_at": _iso(wait.expires_at),
-        "due_at": _iso(wait.due_at),
-        "created_at": _iso(wait.created_at),
+        "expires_at": iso(wait.expires_at),
+        "due_at": iso(wait.due_at),
+        "created_at": iso(wait.created_at),
     }
 
 
 async def waits_list(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    from bot.runner import describe_wait
+
     waits = await repo.pending_waits(limit=args.limit)
     if args.json:
         print(json.dumps([wait_json(w) for w in waits], indent=2))
@@ -72,13 +80,11 @@ async def waits_list(repo: Repository, config: Config, args: argparse.Namespace)
     return 0
 
 
-async def waits_complete(
-    repo: Repository, config: Config, args: argparse.Namespace, *, worker_id: str
-) -> int:
-    from bot.cli import _print_outcome, _slack_services
+async def waits_complete(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    from bot.runner import Runner
     from handlers.decisions import after_expiry, resume_and_publish
 
-    runner = Runner(repo, config, worker_id=worker_id)
+    runner = Runner(repo, config, worker_id=worker_id())
     wait = await repo.get_approval(args.wait_id)
     if wait is None or wait.kind == "approval":
         print(f"refused (not_found): there is no wait {args.wait_id}", file=sys.stderr)
@@ -87,7 +93,7 @@ async def waits_complete(
         how = "its answerers answer it in Slack" if wait.kind == "question" else "it runs by itself"
         print(f"refused (not_a_callback): {wait.id} is a {wait.kind}: {how}", file=sys.stderr)
         return 1
-    slack = _slack_services(repo, runner, config)
+    slack = slack_services(repo, runner, config)
     outcome = await runner.complete_callback(approval_id=wait.id, body=args.body)
     if outcome.status != "completed":
         current = outcome.approval or wait
@@ -95,7 +101,7 @@ async def waits_complete(
         if outcome.expiry is not None and slack:
             await after_expiry(slack, outcome.expiry)
         elif outcome.expiry is not None and outcome.expiry.resume_claimed:
-            _print_outcome(await runner.resume(wait.run_id))
+            print_outcome(await runner.resume(wait.run_id))
         return 1
     print(f"Completed {wait.id} ({wait.tool_name}).")
     if slack:
@@ -105,11 +111,7 @@ async def waits_complete(
             resume_and_publish(slack, wait.run_id) if slack else runner.resume(wait.run_id)
         )
         if resumed is not None:
-            _print_outcome(resumed)
+            print_outcome(resumed)
     else:
         print("The run waits for its other pauses.")
     return 0
-
-
-def _iso(value: Any) -> str | None:
-    return f"{value.isoformat()}Z" if value is not None else None

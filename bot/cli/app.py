@@ -1,0 +1,212 @@
+"""``main``: the log format, the arguments, the configuration, then the command.
+
+Every command loads and checks the configuration first, so a broken file fails here with one
+clear message (exit status 2) before anything touches the database or Slack; so does a
+database that cannot be opened, a port that cannot be listened on and a mistyped command.
+Exit status 1 means a decision or lookup was refused; 0 means it went through.
+
+A command's module, and what it needs (SQLAlchemy, llm and its plugins, Slack), is imported
+when that command runs: ``--help`` or a usage error waits for none of it, and only the
+commands that reach a model load llm's plugins (the OpenAI client alone takes ~0.7 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
+from bot.cli.parser import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
+from bot.logs import log_format_from, process_logging
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from storage.repository import Repository
+
+Command = Callable[["Repository", "Config", argparse.Namespace], Awaitable[int]]
+
+# (command, subcommand) -> "module:function" under bot.cli, imported when it runs.
+COMMANDS = {
+    ("db", "upgrade"): "database:db_upgrade",
+    ("approvals", "list"): "approvals:approvals_list",
+    ("approvals", "decide"): "approvals:approvals_decide",
+    ("approvals", "expire"): "approvals:approvals_expire",
+    ("runs", "show"): "runs:runs_show",
+    ("runs", "cancel"): "runs:runs_cancel",
+    ("runs", "recover"): "runs:runs_recover",
+    ("ask", ""): "ask:ask",
+    ("waits", "list"): "waits:waits_list",
+    ("waits", "complete"): "waits:waits_complete",
+}
+# The commands that may drive a run, and so reach a model: they load llm's plugins.
+DRIVE_RUNS = {
+    ("approvals", "decide"),
+    ("approvals", "expire"),
+    ("runs", "recover"),
+    ("ask", ""),
+    ("waits", "complete"),
+}
+
+
+def command_for(key: tuple[str, str]) -> Command:
+    module, _, function = COMMANDS[key].partition(":")
+    command: Command = getattr(importlib.import_module(f"bot.cli.{module}"), function)
+    return command
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # The log format is known before the arguments are checked, so that even a usage error
+    # is a JSON line in JSON mode.
+    early, _ = _early_parser().parse_known_args(argv)
+    try:
+        log_format = log_format_from(early.log_format)
+    except ValueError as exc:
+        print(f"approval-bot: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with process_logging(log_format, verbose=early.verbose) as output:
+        args = build_parser().parse_args(argv)
+        if args.command in ("serve", "playground"):
+            # Their stdout is a log (banners); other commands' stdout is their output.
+            output.wrap_stdout()
+        return _main(args)
+
+
+def _early_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--log-format", default=None)  # checked by the full parser
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def _early_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--log-format", default=None)  # checked by the full parser
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.command == "playground":
+        from bot.playground_cli import run_playground
+
+        return run_playground(args)
+    from bot.cli.database import NEEDS_A_DATABASE, missing_database_file
+    from bot.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"approval-bot: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    key = (args.command, _subcommand(args))
+    if key in NEEDS_A_DATABASE and (missing := missing_database_file(config.database_url)):
+        print(
+            f"approval-bot: there is no database at {missing}: nothing has been recorded "
+            "yet (check --config or DATABASE_URL; `approval-bot db upgrade` creates it)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.command == "serve" or key in DRIVE_RUNS:
+        _prepare_models(config)
+    if args.command == "serve":
+        from bot.serve import serve
+
+        return serve(config, host=args.host, port=args.port, socket_mode=args.socket_mode)
+    if args.command == "ask":
+        from bot.cli.ask import model_problem
+
+        if problem := model_problem(config.model):
+            print(f"approval-bot: {problem}", file=sys.stderr)
+            return EXIT_USAGE
+    command = command_for(key)
+    from storage.repository import DatabaseUnavailable
+
+    try:
+        code = asyncio.run(_interruptible(config, lambda repo: command(repo, config, args)))
+    except DatabaseUnavailable as exc:
+        print(f"approval-bot: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if code == EXIT_INTERRUPTED:
+        # A tool cut off mid-call may still run in its thread, which the interpreter would
+        # wait for: its call is recorded as started and reported "outcome unknown", never
+        # run again, so stop now rather than let it finish unrecorded (as serve does).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _prepare_models(config: Config) -> None:
+    """llm's plugins, and the playground's offline model when the configuration names it
+    (so `approval-bot ask` can be tried without a key)."""
+    from bot.cli.ask import DEMO_MODEL_ID
+    from bot.llm_setup import prepare_llm
+
+    prepare_llm()
+    if config.model == DEMO_MODEL_ID:
+        from playground.demo import register_demo_model
+
+        register_demo_model()
+
+
+def _subcommand(args: argparse.Namespace) -> str:
+    return getattr(args, f"{args.command}_command", "") or ""
+
+
+async def _interruptible(config: Config, body: Callable[[Repository], Awaitable[int]]) -> int:
+    """Run a command the way serve stops: the first Ctrl-C or SIGTERM lets the work in
+    flight (an approved tool running) finish and be recorded within ``shutdown_grace``; a
+    second one, or the end of the grace, stops at once and releases this process's leases."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(with_repository(config, body))
+    grace = config.shutdown_grace.total_seconds()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            print(
+                f"approval-bot: finishing the work in flight (up to {grace:.0f}s); "
+                "press Ctrl-C again to stop now",
+                file=sys.stderr,
+            )
+            loop.call_later(grace, task.cancel)
+        else:
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Not on Windows, nor off the main thread (tests that call main() in a thread).
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal)
+    try:
+        return await task
+    except asyncio.CancelledError:  # stopped before the database was even open
+        return EXIT_INTERRUPTED
+
+
+async def with_repository(config: Config, body: Callable[[Repository], Awaitable[int]]) -> int:
+    from bot.cli.common import worker_id
+    from bot.clock import utcnow
+    from storage.repository import Repository
+
+    repo = await Repository.open(config.database_url)
+    try:
+        return await body(repo)
+    except asyncio.CancelledError:
+        released = await repo.release_leases(worker_id(), now=utcnow())
+        print(
+            f"approval-bot: interrupted; released {len(released)} run(s) for a bot or "
+            "`approval-bot runs recover` to carry on (a tool cut off mid-call is reported "
+            "outcome unknown, never run again)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        await repo.close()

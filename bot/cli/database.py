@@ -1,0 +1,53 @@
+"""``db upgrade``, and the check that commands about what is recorded make no database."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING
+
+from bot.cli.output import safe_url
+from bot.cli.parser import EXIT_OK
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from storage.repository import Repository
+
+# Commands about what is already recorded: on a database that does not exist they would
+# create an empty one (and migrate it) only to say there is nothing, so they say so instead.
+NEEDS_A_DATABASE = {
+    ("approvals", "list"),
+    ("approvals", "decide"),
+    ("approvals", "expire"),
+    ("runs", "show"),
+    ("runs", "cancel"),
+    ("runs", "recover"),
+    ("waits", "list"),
+    ("waits", "complete"),
+}
+
+
+def missing_database_file(database_url: str) -> str | None:
+    """The path of a SQLite database file that does not exist, or None (it exists, it is in
+    memory, or the database is a server: PostgreSQL databases are made by their admins)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(database_url)
+    except ArgumentError:
+        return None  # Repository.open says what is wrong with it
+    if url.get_backend_name() != "sqlite" or url.query.get("mode") == "memory":
+        return None
+    path = url.database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    if os.path.exists(path) or not os.path.isdir(os.path.dirname(path) or "."):
+        return None  # a missing folder is Repository.open's error, which names the folder
+    return path
+
+
+async def db_upgrade(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    # Repository.open has already migrated; say so plainly.
+    print(f"database is up to date ({safe_url(config.database_url)})")
+    return EXIT_OK

@@ -1,0 +1,106 @@
+"""How the command line prints runs and approvals: lines for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from bot.clock import utcnow
+
+if TYPE_CHECKING:
+    from bot.runner import RunOutcome
+    from storage.models import Approval, Run
+
+
+def print_outcome(outcome: RunOutcome) -> None:
+    print(f"run {outcome.run_id}: {outcome.status}")
+    if outcome.status == "paused":
+        for approval in outcome.new_approvals:
+            print(
+                f"  waiting for approval {approval.id}: {approval.tool_name}"
+                f"({short_args(approval.arguments)})"
+            )
+    if outcome.answer:
+        print(outcome.answer)
+    if outcome.error:
+        print(outcome.error)
+    if outcome.status == "busy" and outcome.run is not None:
+        print(f"  {busy_advice(outcome.run)}")
+
+
+def busy_advice(run: Run) -> str:
+    """What to do about the run that holds a conversation, by what it is doing."""
+    if run.status == "paused":
+        return (
+            f"the conversation's run {run.id} waits for approvals: decide them (approvals "
+            f"list) or stop it (runs cancel {run.id} --as USER)"
+        )
+    lease = run.lease_expires_at
+    if lease is not None and lease > utcnow():
+        return (
+            f"the conversation's run {run.id} is {run.status} on worker {run.lease_owner} "
+            f"(its lease runs until {lease:%Y-%m-%d %H:%M:%S} UTC); if that worker has "
+            "stopped, `approval-bot runs recover` takes the run over once the lease has run out"
+        )
+    return (
+        f"the conversation's run {run.id} is {run.status} but its worker stopped renewing "
+        "its lease: `approval-bot runs recover` takes it over and carries it on"
+    )
+
+
+def approval_json(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.id,
+        "run_id": approval.run_id,
+        "tool_call_id": approval.tool_call_id,
+        "tool": approval.tool_name,
+        "arguments": approval.arguments,
+        "status": approval.status,
+        "requester": approval.requester,
+        "approvers": approval.approvers,
+        "allow_self_approval": approval.allow_self_approval,
+        "on_expiry": approval.on_expiry,
+        "channel": approval.channel,
+        "thread_ts": approval.thread_ts,
+        "created_at": iso(approval.created_at),
+        "expires_at": iso(approval.expires_at),
+        "decided_by": approval.decided_by,
+        "decided_at": iso(approval.decided_at),
+        "reason": approval.reason,
+        "result": approval.result,
+        "kind": approval.kind,
+        "due_at": iso(approval.due_at),
+    }
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "conversation_key": run.conversation_key,
+        "status": run.status,
+        "requester": run.requester,
+        "channel": run.channel,
+        "thread_ts": run.thread_ts,
+        "model": run.model_id,
+        "answer": run.answer,
+        "error": run.error,
+        "created_at": iso(run.created_at),
+        "updated_at": iso(run.updated_at),
+        "history": run.history,
+    }
+
+
+def iso(value: datetime | None) -> str | None:
+    return f"{value.isoformat()}Z" if value is not None else None
+
+
+def short_args(arguments: dict[str, Any], limit: int = 80) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)

@@ -1,0 +1,155 @@
+"""``runs show|cancel|recover``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from bot.cli.common import slack_services, worker_id
+from bot.cli.output import approval_json, iso, print_outcome, run_json
+from bot.cli.parser import EXIT_OK, EXIT_REFUSED
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from storage.models import Run
+    from storage.repository import Repository
+
+
+async def runs_show(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    run = await repo.get_run(args.run_id)
+    if run is None:
+        print(f"no run {args.run_id}", file=sys.stderr)
+        return EXIT_REFUSED
+    approvals = await repo.approvals_for_run(run.id)
+    audit = await repo.audit_trail(run_id=run.id)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    **run_json(run),
+                    "approvals": [approval_json(a) for a in approvals],
+                    "audit": [
+                        {
+                            "at": iso(e.at),
+                            "event": e.event,
+                            "actor": e.actor,
+                            "approval_id": e.approval_id,
+                            "detail": e.detail,
+                        }
+                        for e in audit
+                    ],
+                },
+                indent=2,
+            )
+        )
+        return EXIT_OK
+    print(f"run {run.id}: {run.status} (asked by {run.requester}, model {run.model_id})")
+    print(f"  conversation: {run.conversation_key}")
+    if run.answer:
+        print(f"  answer: {run.answer}")
+    if run.error:
+        print(f"  error: {run.error}")
+    for approval in approvals:
+        line = f"  {approval.kind} {approval.id}: {approval.tool_name} {approval.status}"
+        if approval.kind != "approval" and approval.status == "pending":
+            from bot.runner import describe_wait
+
+            line += f": {describe_wait(approval)}"  # what the run waits for, until when
+        print(line)
+    for event in audit:
+        print(f"  {event.at:%Y-%m-%d %H:%M:%S} {event.event} {event.actor or ''}".rstrip())
+    return EXIT_OK
+
+
+async def runs_cancel(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    from bot.runner import Runner
+
+    runner = Runner(repo, config, worker_id=worker_id())
+    run = await repo.get_run(args.run_id)
+    if run is not None and run.status == "paused" and not args.force:
+        refusal = await cancel_refusal(repo, run, args.actor)
+        if refusal:
+            print(f"refused (not_allowed): {refusal}", file=sys.stderr)
+            return EXIT_REFUSED
+    forced = " (forced by an operator)" if args.force else ""
+    reason = f"{args.reason} (by {args.actor}{forced})"
+    if not await repo.cancel_run(args.run_id, reason=reason, actor=args.actor, now=runner.clock()):
+        run = await repo.get_run(args.run_id)
+        state = f"it is {run.status}" if run else "there is no such run"
+        print(
+            f"refused: only a run waiting for approvals can be cancelled; {state}", file=sys.stderr
+        )
+        return EXIT_REFUSED
+    print(f"run {args.run_id}: cancelled")
+    slack = slack_services(repo, runner, config)
+    if slack:
+        from handlers.decisions import announce_cancelled
+
+        await announce_cancelled(slack, args.run_id)
+    return EXIT_OK
+
+
+async def cancel_refusal(repo: Repository, run: Run, actor: str) -> str | None:
+    """Why ``actor`` may not cancel ``run``, or None: the rule of deciding, so the requester
+    or anyone who may decide one of its pending approvals (user groups are Slack's to
+    resolve; a member of an approving group uses ``--force``)."""
+    from bot.policy import refusal_reason
+
+    if actor == run.requester:
+        return None
+    for approval in await repo.approvals_for_run(run.id):
+        if approval.status == "pending" and not refusal_reason(
+            actor=actor,
+            requester=approval.requester,
+            approvers=approval.approvers,
+            allow_self_approval=approval.allow_self_approval,
+        ):
+            return None
+    return (
+        f"only the run's requester ({run.requester}) or an approver of its pending calls "
+        "may cancel it; an operator may add --force"
+    )
+
+
+async def runs_recover(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    """One sweep, as every replica's sweeper makes: for when no bot is running."""
+    from bot.runner import Runner
+    from handlers.decisions import after_expiry, refresh_settled_cards, resume_and_publish
+
+    runner = Runner(repo, config, worker_id=worker_id())
+    slack = slack_services(repo, runner, config)
+    expiries = await runner.expire_due()
+    for expiry in expiries:
+        approval = expiry.approval
+        then = "its run waits for its other approvals"
+        if expiry.resume_claimed:
+            then = f"run {approval.run_id} carries on"
+        elif expiry.run_cancelled:
+            then = f"run {approval.run_id} is cancelled (on_expiry = cancel)"
+        print(f"expired {approval.id} ({approval.tool_name}): {then}")
+        if slack:
+            await after_expiry(slack, expiry)
+        elif expiry.resume_claimed:
+            print_outcome(await runner.resume(approval.run_id))
+    taken = await runner.take_over_stale_runs()
+    for run in taken:
+        print(f"took over run {run.id}: its worker stopped renewing its lease")
+        outcome = await runner.carry_on(run)
+        print_outcome(outcome)
+        if slack:
+            await slack.publisher.outcome(outcome)
+            await refresh_settled_cards(slack, run.id)
+    stranded = await runner.claim_stranded_runs()
+    for run_id in stranded:
+        print(f"resumed run {run_id}: it was paused with nothing left to decide")
+        outcome = await (resume_and_publish(slack, run_id) if slack else runner.resume(run_id))
+        if outcome is not None:
+            print_outcome(outcome)
+    cards = await slack.publisher.post_missing_cards() if slack else 0
+    if cards:
+        print(f"posted {cards} approval card(s) that no worker had posted")
+    if not (expiries or taken or stranded or cards):
+        print("Nothing to recover: no approval is overdue and every run's worker is alive.")
+    return EXIT_OK
