@@ -1,0 +1,68 @@
+"""Benchmark: how long an ``approval-bot`` command takes from exec to exit.
+
+Each command runs ``--runs`` times as a fresh process (``python -m bot.cli``), as a person or a
+script would run it, against a SQLite database made once beforehand with ``db upgrade``, so
+the figure is start-up (imports, configuration, opening the database) plus the command's own
+small query. The interpreter's own start (``python -c pass``) is measured beside it.
+
+``--root DIR`` measures another checkout of the project (e.g. ``git archive COMMIT | tar -x
+-C DIR``) with the same interpreter, to compare before and after a change.
+
+Run: ``.venv/bin/python bench/cli_startup.py [--runs 15] [--root DIR]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = 'model = "demo"\ntools = ["playground.demo:get_status"]\n'
+COMMANDS: dict[str, list[str]] = {
+    "python -c pass": [],
+    "--help": ["--help"],
+    "approvals list": ["approvals", "list"],
+    "runs show ID": ["runs", "show", "run_missing"],
+    "approvals list --json": ["approvals", "list", "--json"],
+}
+
+
+def timed_run(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure")
+    options = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="approval-bot-cli-startup-"))
+    (work / "bot.toml").write_text(CONFIG)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(options.root.resolve()),
+        "DATABASE_URL": f"sqlite:///{work / 'bot.db'}",
+        "LLM_USER_PATH": str(work / "llm"),
+        "APPROVAL_BOT_DEMO_STATE": str(work / "demo-state.db"),
+    }
+    cli = [sys.executable, "-m", "bot.cli", "--config", str(work / "bot.toml")]
+    subprocess.run([*cli, "db", "upgrade"], cwd=work, env=env, check=True, capture_output=True)
+    print(f"{options.root.resolve()}: {options.runs} runs each, seconds")
+    print(f"{'command':<24}{'median':>8}{'min':>8}{'max':>8}")
+    for name, args in COMMANDS.items():
+        argv = [sys.executable, "-c", "pass"] if not args else [*cli, *args]
+        timed_run(argv, work, env)  # the first run warms the page cache and writes .pyc files
+        times = [timed_run(argv, work, env) for _ in range(options.runs)]
+        print(f"{name:<24}{statistics.median(times):>8.3f}{min(times):>8.3f}{max(times):>8.3f}")
+
+
+if __name__ == "__main__":
+    main()
