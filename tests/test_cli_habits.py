@@ -5,6 +5,9 @@ offline demo model."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +158,37 @@ def test_ask_with_the_demo_model_works_offline(
         capsys, "--config", str(config), "ask", "status of payments", "--as", "U1"
     )
     assert code == 0 and ": completed" in out and "payments: healthy" in out
+
+
+HEAVY = ("llm", "sqlalchemy", "openai", "alembic", "slack_bolt", "aiohttp")
+
+
+def modules_loaded_by(argv: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
+    """The heavy modules a command imported (start-up time is measured in
+    bench/cli_startup.py; this guards what it is made of)."""
+    code = (
+        "import sys\nfrom bot.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    return json.loads(done.stderr.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_help_and_reading_commands_import_only_what_they_need(tmp_path: Path) -> None:
+    config = tmp_path / "bot.toml"
+    config.write_text(CONFIG)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'bot.db'}",
+    }
+    assert modules_loaded_by(["--help"], tmp_path, env) == []
+    assert modules_loaded_by(["approvals", "list", "--bogus"], tmp_path, env) == []
+    cfg = ["--config", str(config)]
+    assert main([*cfg, "db", "upgrade"]) == 0
+    # Reading needs the database and the configuration's tools (llm), not llm's plugins.
+    assert "openai" not in modules_loaded_by([*cfg, "approvals", "list"], tmp_path, env)
+    assert "openai" not in modules_loaded_by([*cfg, "runs", "show", "R1"], tmp_path, env)
