@@ -119,7 +119,9 @@ class Publisher:
             )
         elif outcome.status == "paused":
             waiting = waiting_text(outcome.new_approvals)
-            await self._say(run, waiting, progress_ts, escape_text=False)
+            # The waiting message becomes the run's progress message: the decision's resume
+            # edits it ("Carrying on…", then the answer), so it never outlives the wait.
+            await self._say(run, waiting, progress_ts, escape_text=False, keep_as_progress=True)
             for approval in outcome.new_approvals:
                 await self.post_card(approval.id)
         elif outcome.status == "failed":
@@ -148,8 +150,16 @@ class Publisher:
         )
 
     async def _say(
-        self, run: Run, text: str, progress_ts: str | None, *, escape_text: bool = True
+        self,
+        run: Run,
+        text: str,
+        progress_ts: str | None,
+        *,
+        escape_text: bool = True,
+        keep_as_progress: bool = False,
     ) -> None:
+        """Replace the progress message (or post) with ``text``. ``keep_as_progress``: the
+        message stays the run's progress message, for the run's next outcome to replace."""
         # Escape first: escaping can make text several times longer than Slack's limit.
         chunks = split_for_slack(escape(text) if escape_text else text)
         try:
@@ -158,9 +168,11 @@ class Publisher:
             if progress_ts:
                 await client.chat_update(channel=run.channel, ts=progress_ts, text=first, blocks=[])
             else:
-                await client.chat_postMessage(
+                posted = await client.chat_postMessage(
                     channel=run.channel, thread_ts=run.thread_ts, text=first
                 )
+                if keep_as_progress and posted.get("ts"):
+                    await self.repo.set_progress(run.id, posted["ts"])
             for chunk in rest:
                 await client.chat_postMessage(
                     channel=run.channel, thread_ts=run.thread_ts, text=chunk
@@ -170,7 +182,7 @@ class Publisher:
                 "run %s: could not post to %s/%s: %s", run.id, run.channel, run.thread_ts, exc
             )
             return
-        if progress_ts:
+        if progress_ts and not keep_as_progress:
             await self.repo.clear_progress(run.id, progress_ts)
 
     @logs.bound_to("approval_id")
