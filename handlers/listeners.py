@@ -239,6 +239,8 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
             "team": place.team,
             "response_url": body.get("response_url", ""),
             "card_ts": (clicked_card(body) or ("", ""))[1],
+            # The card's thread: the denial's notice lands there, as an approval's does.
+            "thread_ts": approval.thread_ts or "",
         }
         # trigger_id lives 3 seconds: open the modal now, in the acknowledgement path.
         try:
@@ -264,7 +266,11 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         async def tell(text: str) -> None:
             if channel:
                 await services.publisher.ephemeral(
-                    channel=channel, user=actor, text=text, team=team
+                    channel=channel,
+                    user=actor,
+                    text=text,
+                    team=team,
+                    thread_ts=metadata.get("thread_ts") or None,
                 )
             elif response_url:  # denied from an /approvals list, which has no channel of its own
                 await AsyncWebhookClient(response_url, session=services.client.session).send(
