@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 WORKING = ":hourglass_flowing_sand: Working on it…"
 RESUMING = ":hourglass_flowing_sand: Carrying on after the decision…"
 RESUMING_ANSWERED = ":hourglass_flowing_sand: Carrying on with the answer…"
+NO_LONGER_WAITING = ":white_check_mark: No longer waiting: carrying on below."
 # Where a card is: (channel, message ts).
 CardPlace = tuple[str, str]
 # How long a poster holds its claim on posting a card; after that the sweeper may post it.
@@ -87,6 +88,17 @@ class Publisher:
 
         ``run`` must be freshly read (or just opened, which clears the record)."""
         stored = run.progress_ts
+        if stored is not None and run.status in ("paused", "resuming"):
+            # The pause's waiting message: it says the wait is over, and the resume posts
+            # below the cards, where its answer is read.
+            try:
+                await self.client.chat_update(
+                    channel=run.channel, ts=stored, text=NO_LONGER_WAITING, blocks=[]
+                )
+            except SLACK_FAILURES as exc:
+                log.error("run %s: could not update its waiting message: %s", run.id, exc)
+            await self.repo.clear_progress(run.id, stored)
+            stored = None
         if stored is not None:
             try:
                 client = await self._client(run.team_id)
@@ -119,8 +131,8 @@ class Publisher:
             )
         elif outcome.status == "paused":
             waiting = waiting_text(outcome.new_approvals)
-            # The waiting message becomes the run's progress message: the decision's resume
-            # edits it ("Carrying on…", then the answer), so it never outlives the wait.
+            # The waiting message becomes the run's progress message, so it never outlives
+            # the wait: the resume marks it done (see run_progress); a cancel replaces it.
             await self._say(run, waiting, progress_ts, escape_text=False, keep_as_progress=True)
             for approval in outcome.new_approvals:
                 await self.post_card(approval.id)

@@ -112,8 +112,7 @@ async def test_deny_with_reason_through_the_modal(slack: Harness) -> None:
         p["output"] for m in ScriptedModel.seen[-1] if m["role"] == "tool" for p in m["parts"]
     ]
     assert tool_results == ["Denied by @U0APPROVER2: freeze <!channel>. The call was not run."]
-    # The answer replaces the waiting message, above the card.
-    [answer] = [m.text for m in slack.thread_of(reply) if m.ts != card.ts][-1:]
+    answer = slack.thread_of(reply)[-1].text
     assert "freeze &lt;!channel&gt;" in answer, "the model's echo is escaped too"
 
 

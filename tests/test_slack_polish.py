@@ -42,9 +42,10 @@ async def test_the_waiting_message_is_replaced_once_the_run_moves_on(slack: Harn
     [card] = slack.cards()
     await slack.server.click("U0APPROVER1", card, "approval_approve")
     await slack.settle()
-    texts = [m.text for m in slack.thread_of(reply)]
-    assert not any(WAITING in t for t in texts), texts
-    assert "Results: restart_service=restarted web" in texts
+    thread = slack.thread_of(reply)
+    assert not any(WAITING in m.text for m in thread), [m.text for m in thread]
+    assert any("No longer waiting" in m.text for m in thread)
+    assert thread[-1].text == "Results: restart_service=restarted web", "the answer is last"
 
 
 async def test_a_denial_also_replaces_the_waiting_message_and_is_told_in_the_thread(
