@@ -38,6 +38,7 @@ from typing import Any
 
 import llm
 
+from bot.arguments import argument_error
 from bot.failpoints import failpoint
 from bot.ids import new_approval_id
 from bot.pause_rows import call_context, draft_for, pause_text, refusal
@@ -51,6 +52,7 @@ from storage.repository import (
     Repository,
     canonical_json,
 )
+from storage.values import storable
 
 
 class ApprovalRequired(llm.PauseChain):
@@ -274,6 +276,14 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
                     f"Error: the arguments of this {tool.name} call are nested more than "
                     f"{MAX_ARGUMENT_DEPTH} levels deep; the call was not run and no approval "
                     "was asked for."
+                )
+            # The stored form is what a human approves and what runs (NaN becomes "NaN").
+            if problem := argument_error(tool.input_schema, storable(llm_tool_call.arguments)):
+                # A call that cannot run is refused before a human is asked about it.
+                return (
+                    f"Error: the arguments of this {tool.name} call do not fit the tool's "
+                    f"schema: {problem}. The call was not run and no approval was asked for; "
+                    "correct the arguments, or ask the user for what is missing."
                 )
             turn.drafts.append(_draft(prepared, llm_tool_call, policy, turn.clock()))
             raise ApprovalRequired(f"{tool.name} needs approval")

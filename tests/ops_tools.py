@@ -68,3 +68,9 @@ async def untag_service(service: str, llm_tool_call: Any) -> str:
     """Untag a service (async; sees the call it answers)."""
     EXECUTED.append(("untag_service", {"service": service, "call": llm_tool_call.tool_call_id}))
     return f"untagged {service}"
+
+
+def apply_settings(settings: Any) -> str:
+    """Apply settings of any shape (its schema takes any JSON value)."""
+    EXECUTED.append(("apply_settings", {"settings": settings}))
+    return "applied"

@@ -253,20 +253,23 @@ async def test_a_gated_call_with_arguments_nested_too_deep_gets_a_clear_answer(
     from bot.runner import Runner
     from tests.scripted_model import ScriptedModel
 
-    runner = Runner(repo, make_config(), worker_id="worker-a")
+    # apply_settings takes any JSON value, so only the depth can refuse it.
+    tools = ["tests.ops_tools:restart_service", "tests.ops_tools:apply_settings"]
+    policies = {"apply_settings": {"approvers": ["U0APPROVER1"]}}
+    runner = Runner(repo, make_config(tools=tools, policies=policies), worker_id="worker-a")
     outcome = await runner.start(
-        engine_request(calls(("restart_service", {"service": nested(900)})))
+        engine_request(calls(("apply_settings", {"settings": nested(900)})))
     )
     assert outcome.status == "completed"
     answer = outcome.answer or ""
     assert "recursion" not in answer
     assert "nested more than 100 levels deep" in answer and "not run" in answer
     assert await repo.approvals_for_run(outcome.run_id) == []
-    assert executed("restart_service") == []
+    assert executed("apply_settings") == []
     assert len(ScriptedModel.seen) == 2  # the model read the refusal and answered
 
     # Deep, but within reason: asks for approval as usual, and its card can be rendered.
-    within = await runner.start(engine_request(calls(("restart_service", {"service": nested(90)}))))
+    within = await runner.start(engine_request(calls(("apply_settings", {"settings": nested(90)}))))
     assert within.status == "paused" and len(within.new_approvals) == 1
 
 
@@ -389,18 +392,19 @@ async def test_commands_on_a_fresh_database_say_nothing_on_stderr(
     def run(*argv: str) -> Any:
         return cli(tmp_path, *argv, database_url=database_url)
 
+    # Reading commands make no database (they say there is none), so db upgrade makes it.
+    upgraded = await asyncio.to_thread(run, "db", "upgrade")
+    assert upgraded.returncode == 0 and upgraded.stderr == "", upgraded.stderr
     listed = await asyncio.to_thread(run, "approvals", "list")
     assert listed.returncode == 0 and listed.stderr == "", listed.stderr
     assert "No approvals are pending" in listed.stdout
-    upgraded = await asyncio.to_thread(run, "db", "upgrade")
-    assert upgraded.returncode == 0 and upgraded.stderr == "", upgraded.stderr
 
     # -v shows the migrations a command applies, and no Alembic preamble when there are none.
     verbose = await asyncio.to_thread(run, "-v", "runs", "recover")
     assert verbose.returncode == 0 and "alembic" not in verbose.stderr, verbose.stderr
     fresh_url = f"sqlite:///{tmp_path / 'fresh.db'}"
     migrating = await asyncio.to_thread(
-        cli, tmp_path, "-v", "runs", "recover", database_url=fresh_url
+        cli, tmp_path, "-v", "db", "upgrade", database_url=fresh_url
     )
     assert migrating.returncode == 0
     assert "Running upgrade" in migrating.stderr and "Context impl" not in migrating.stderr
