@@ -376,6 +376,9 @@ def quiet_noisy_loggers(verbose: bool) -> None:
     level = logging.DEBUG if verbose else logging.WARNING
     logging.getLogger("aiohttp.access").setLevel(level)
     logging.getLogger("alembic").setLevel(level)
+    # Its plugin set-up lines come on the import of Alembic, which the CLI now imports after
+    # logging is set up: never what a person running a command looks for, even with -v.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     for name, kind in (
         ("slack_bolt", DropBoltTokenWarning),
         ("alembic.runtime.migration", DropAlembicPreamble),
