@@ -92,7 +92,8 @@ class Publisher:
             # The pause's waiting message: it says the wait is over, and the resume posts
             # below the cards, where its answer is read.
             try:
-                await self.client.chat_update(
+                client = await self._client(run.team_id)
+                await client.chat_update(
                     channel=run.channel, ts=stored, text=NO_LONGER_WAITING, blocks=[]
                 )
             except SLACK_FAILURES as exc:
