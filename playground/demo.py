@@ -200,15 +200,34 @@ def _report_deploy(url: str, service: str) -> None:
         log.warning("the pretend pipeline could not report the deploy of %s: %s", service, exc)
 
 
-def scale_service(service: str, replicas: int) -> str:
-    """Change how many replicas of a service run. Needs approval."""
-    if not 0 <= replicas <= 50:
-        raise ValueError("replicas must be between 0 and 50")
+MAX_REPLICAS = 50
+
+
+def _scale_service(service: str, replicas: int) -> str:
+    if not 0 <= replicas <= MAX_REPLICAS:
+        raise ValueError(f"replicas must be between 0 and {MAX_REPLICAS}")
     with _connect() as db:
         updated = db.execute(
             "UPDATE services SET replicas = ? WHERE name = ?", (replicas, service)
         ).rowcount
     return f"scaled {service} to {replicas} replicas" if updated else f"{service}: no such service"
+
+
+# A tool with its limits in its schema, so the gate refuses `scale checkout to 100000` before
+# anyone is asked to approve it (a function's type hints cannot carry a maximum to llm).
+scale_service = llm.Tool(
+    name="scale_service",
+    description="Change how many replicas of a service run. Needs approval.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "service": {"type": "string"},
+            "replicas": {"type": "integer", "minimum": 0, "maximum": MAX_REPLICAS},
+        },
+        "required": ["service", "replicas"],
+    },
+    implementation=_scale_service,
+)
 
 
 def run_sql(query: str) -> str:

@@ -192,3 +192,22 @@ def test_help_and_reading_commands_import_only_what_they_need(tmp_path: Path) ->
     # Reading needs the database and the configuration's tools (llm), not llm's plugins.
     assert "openai" not in modules_loaded_by([*cfg, "approvals", "list"], tmp_path, env)
     assert "openai" not in modules_loaded_by([*cfg, "runs", "show", "R1"], tmp_path, env)
+
+
+def test_the_demo_refuses_a_scale_past_its_limit_before_anyone_is_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("APPROVAL_BOT_DEMO_STATE", str(tmp_path / "demo-state.db"))
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'bot.db'}")
+    config = tmp_path / "bot.toml"
+    config.write_text(
+        'model = "demo"\ntools = ["playground.demo:scale_service"]\n'
+        '[policies.scale_service]\napprovers = ["U0APPROVER1"]\n'
+    )
+    cfg = ["--config", str(config)]
+    code, out, _ = run_cli(capsys, *cfg, "ask", "scale checkout to 100000", "--as", "U1")
+    assert code == 0 and ": completed" in out
+    assert "greater than the maximum of 50" in out and "no approval was asked for" in out
+    assert run_cli(capsys, *cfg, "approvals", "list", "--json")[1].strip() == "[]"
+    code, out, _ = run_cli(capsys, *cfg, "ask", "scale checkout to 5", "--as", "U1")
+    assert code == 0 and ": paused" in out, "within the limit it still asks"
