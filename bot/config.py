@@ -49,6 +49,7 @@ TOP_LEVEL_KEYS = {
     "ask_user",
     "public_url",
     "max_retry_wait",
+    "max_retry_attempts",
 }
 POLICY_KEYS = {"approval", "approvers", "allow_self_approval", "ttl", "on_expiry"}
 # The built-in ask_user tool's section: who may answer, how long a question stays open.
@@ -101,6 +102,8 @@ class Config:
     public_url: str | None = None
     # The latest a RetryAt may ask for; later times are refused with a tool error.
     max_retry_wait: timedelta = timedelta(days=1)
+    # How many times one call may be retried; its next RetryAt is a tool error ("gave up").
+    max_retry_attempts: int = 5
     source: str = "(defaults)"
 
     def question_policy(self) -> Policy:
@@ -217,6 +220,7 @@ def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None
         raise ConfigError(f"tools: two tools are named {duplicates[0]!r}")
     if "max_retry_wait" in data:
         config.max_retry_wait = parse_duration(data["max_retry_wait"], "max_retry_wait")
+    config.max_retry_attempts = _count(data, "max_retry_attempts", config.max_retry_attempts)
     ask_user = data.get("ask_user", True)
     if not isinstance(ask_user, bool):
         raise ConfigError("ask_user: must be true or false")

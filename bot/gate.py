@@ -41,8 +41,8 @@ import llm
 from bot.arguments import argument_error
 from bot.failpoints import failpoint
 from bot.ids import new_approval_id
-from bot.pause_rows import call_context, draft_for, pause_text, refusal
-from bot.pauses import CallContext, Pause, WaitForCallback, current_call
+from bot.pause_rows import call_context, draft_for, given_up, pause_text, refusal
+from bot.pauses import CallContext, Pause, RetryAt, WaitForCallback, current_call
 from bot.policy import Policy
 from bot.tools import tool_definition
 from storage.records import PayloadHasher
@@ -101,6 +101,7 @@ class TurnContext:
     base_url: str = ""
     question_policy: Policy = field(default_factory=Policy)
     max_retry_wait: timedelta = timedelta(days=1)
+    max_retry_attempts: int = 5
     wait_policy: Callable[[str], Policy] = lambda _name: Policy()
 
     # A replay's (``Runner.carry_on``): the callbacks that calls of a drive that died armed
@@ -553,6 +554,8 @@ async def _refused(turn: TurnContext, call: CallContext, pause: Pause) -> str | 
     """The error result for a pause that cannot be taken as asked (the run does not pause),
     or None. A callback armed for a call that does not wait for it is void."""
     refused = refusal(pause, now=turn.clock(), max_retry_wait=turn.max_retry_wait)
+    if refused is None and isinstance(pause, RetryAt):
+        refused = await given_up(turn, call, pause)
     if refused is not None:
         await _disarm(turn, call, "the pause the tool asked for was refused")
     elif not isinstance(pause, WaitForCallback):

@@ -69,6 +69,19 @@ def refusal(pause: Pause, *, now: datetime, max_retry_wait: timedelta) -> str | 
     return None
 
 
+async def given_up(turn: TurnContext, call: CallContext, pause: RetryAt) -> str | None:
+    """The error result for a RetryAt from a call already retried ``max_retry_attempts``
+    times, or None. Without a cap a tool that always asks again was retried forever, a row
+    and audit events each time; the count is read from the call's stored retry rows, so a
+    restart or another worker does not reset it."""
+    retries = await turn.repo.retries_of_call(
+        turn.run_id, tool_call_id=call.tool_call.tool_call_id or "", tool_name=call.tool_name
+    )
+    if retries < turn.max_retry_attempts:
+        return None
+    return f"Error: {call.tool_name} gave up after {retries} retries: {pause.reason}"
+
+
 def _ahead(when: datetime, now: datetime) -> timedelta:
     """How far ``when`` (aware) is from ``now`` (naive UTC). Subtracting aware datetimes
     never leaves the calendar; converting one to UTC can (``datetime.max`` west of UTC,

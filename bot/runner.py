@@ -328,6 +328,7 @@ class Runner(PauseSettling):
             base_url=self.public_url,
             question_policy=self.config.question_policy(),
             max_retry_wait=self.config.max_retry_wait,
+            max_retry_attempts=self.config.max_retry_attempts,
             wait_policy=self.config.wait_policy,
         )
         if replay:

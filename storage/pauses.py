@@ -106,6 +106,11 @@ CANCEL_RETRY = (
     "decided_at = COALESCE(decided_at, :now) "
     "WHERE id = :id AND kind = 'retry' AND status IN ('pending', 'due') RETURNING run_id"
 )
+# The retries one call of a run has had so far (max_retry_attempts): one row per RetryAt taken.
+RETRIES_OF_CALL = (
+    "SELECT COUNT(*) FROM approvals WHERE run_id = :run_id AND kind = 'retry' "
+    "AND tool_call_id = :tool_call_id AND tool_name = :tool_name"
+)
 PENDING_WAITS = (
     f"SELECT {APPROVALS.columns} FROM approvals WHERE status = 'pending' AND kind != 'approval' "
     "ORDER BY created_at DESC, id DESC LIMIT :limit"
@@ -326,6 +331,16 @@ class PauseStore:
             return True
 
         return await self.database.run(body, WRITE, durable=True)
+
+    async def retries_of_call(self, run_id: str, *, tool_call_id: str, tool_name: str) -> int:
+        """How many retries this call of the run has been given: counted from its stored
+        rows, so a restart or another worker does not reset the count."""
+
+        def body(tx: Tx) -> int:
+            params = {"run_id": run_id, "tool_call_id": tool_call_id, "tool_name": tool_name}
+            return int(tx.one(RETRIES_OF_CALL, params)[0])
+
+        return await self.database.run(body, READ_ONE)
 
     async def cancel_retry(self, approval_id: str, *, reason: str, now: datetime) -> bool:
         """A retry that must not run (what would run changed, or its tool is gone)."""

@@ -16,6 +16,7 @@ def test_defaults() -> None:
     assert config.ask_user is True
     assert config.public_url is None
     assert config.max_retry_wait == timedelta(days=1)
+    assert config.max_retry_attempts == 5
     policy = config.question_policy()
     assert policy.approvers == [] and policy.ttl == config.approval_ttl
     assert policy.on_expiry == "deny"
@@ -27,6 +28,7 @@ def test_every_key_is_read() -> None:
             "ask_user": False,
             "public_url": "https://bot.example.com/",
             "max_retry_wait": "6h",
+            "max_retry_attempts": 2,
             "approval_ttl": "10m",
             "policies": {
                 "ask_user": {
@@ -40,6 +42,7 @@ def test_every_key_is_read() -> None:
     assert config.ask_user is False
     assert config.public_url == "https://bot.example.com"
     assert config.max_retry_wait == timedelta(hours=6)
+    assert config.max_retry_attempts == 2
     policy = config.question_policy()
     assert policy.approvers == ["U0ONCALL", "S0SRE"]
     assert policy.ttl == timedelta(hours=2) and policy.on_expiry == "cancel"
@@ -52,6 +55,11 @@ def test_every_key_is_read() -> None:
         ({"ask_user": "yes"}, "ask_user: must be true or false"),
         ({"public_url": "bot.example.com"}, "public_url: 'bot.example.com' is not an http(s) URL"),
         ({"max_retry_wait": "forever"}, "max_retry_wait: 'forever' is not a duration"),
+        ({"max_retry_attempts": 0}, "max_retry_attempts: 0 must be a whole number of at least 1"),
+        (
+            {"max_retry_attempts": "5"},
+            "max_retry_attempts: '5' must be a whole number of at least 1",
+        ),
         (
             {"policies": {"ask_user": {"approvers": ["U1"]}}},
             "policies.ask_user.approvers: unknown key (known: answerers, on_expiry, ttl)",

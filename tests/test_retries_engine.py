@@ -104,6 +104,32 @@ async def test_a_call_that_keeps_failing_waits_again(runner: Runner) -> None:
     assert len(executed("rate_limited")) == 3
 
 
+async def test_a_call_that_always_asks_again_gives_up_after_max_retry_attempts(
+    database: Database,
+) -> None:
+    """A tool that always raised RetryAt was retried forever (a row and audit events each
+    time). The count is read from the stored retry rows: a restart does not reset it."""
+    pause_tools.FAILURES[0] = 1000
+    config = retry_config(max_retry_attempts=2)
+    with freeze_time("2026-11-30 10:00:00") as clock:
+        first = Runner(await database.open(), config, worker_id="worker-a")
+        outcome = await first.start(request(calls(("rate_limited", {"service": "api"}))))
+        assert outcome.status == "paused"
+        clock.tick(timedelta(minutes=5))
+        assert await first.due_retries() == [outcome.run_id]
+        again = await first.resume(outcome.run_id)
+        assert again.status == "paused", "the second retry is still allowed"
+        clock.tick(timedelta(minutes=5))
+        restarted = Runner(await database.open(), config, worker_id="worker-b")
+        assert await restarted.due_retries() == [outcome.run_id]
+        resumed = await restarted.resume(outcome.run_id)
+    assert resumed.status == "completed" and resumed.new_approvals == []
+    assert resumed.answer == (
+        "Results: rate_limited=Error: rate_limited gave up after 2 retries: rate limited"
+    )
+    assert len(executed("rate_limited")) == 3, "the first call and two retries"
+
+
 async def test_an_approved_call_is_retried_on_its_approval_and_never_after_it_succeeded(
     repo: Repository,
 ) -> None:
