@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from bot.cli.parser import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
 from bot.logs import log_format_from, process_logging
+from bot.terminal import terminal_safe_output
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -74,7 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("serve", "playground"):
             # Their stdout is a log (banners); other commands' stdout is their output.
             output.wrap_stdout()
-        return _main(args)
+            return _main(args)
+        # Their output shows what models, tools and users wrote: shown, never obeyed.
+        with terminal_safe_output():
+            return _main(args)
 
 
 def _early_parser() -> argparse.ArgumentParser:
