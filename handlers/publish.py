@@ -248,6 +248,18 @@ class Publisher:
             return
         if self.on_change is not None:
             self.on_change(approval)
+        # Two workers may edit one card at once (a decider showing "approved" on one replica,
+        # the resumer showing "ran" on another), and the later chat.update wins whatever it
+        # read. So every editor reads the approval again after its edit and edits once more
+        # if it moved on meanwhile: the last edit then shows the last state.
+        for _ in range(_CARD_EDIT_ROUNDS):
+            await self._edit_card(approval, clicked)
+            latest = await self.repo.get_approval(approval_id)
+            if latest is None or _card_state(latest) == _card_state(approval):
+                return
+            approval = latest
+
+    async def _edit_card(self, approval: Approval, clicked: CardPlace | None) -> None:
         places = []
         if approval.card_ts and approval.card_channel:
             places.append((approval.card_channel, approval.card_ts))
@@ -261,7 +273,7 @@ class Publisher:
                 client = await self._client(approval.team_id)
                 await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
             except SLACK_FAILURES as exc:
-                log.error("approval %s: could not update its card: %s", approval_id, exc)
+                log.error("approval %s: could not update its card: %s", approval.id, exc)
 
     async def ephemeral(
         self, *, channel: str, user: str, text: str, thread_ts: str | None = None, team: str = ""
@@ -272,6 +284,21 @@ class Publisher:
             )
         except SLACK_FAILURES as exc:
             log.error("could not tell %s in %s: %s", user, channel, exc)
+
+
+# An approval moves through a handful of states, so a few rounds always reach the last one.
+_CARD_EDIT_ROUNDS = 4
+
+
+def _card_state(approval: Approval) -> tuple[object, ...]:
+    """What a card shows of an approval: when this changes, the card must be edited."""
+    return (
+        approval.status,
+        approval.decided_by,
+        approval.reason,
+        approval.result,
+        approval.card_ts,
+    )
 
 
 def _busy_text(run: Run) -> str:
