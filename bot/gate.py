@@ -30,7 +30,7 @@ import dataclasses
 import inspect
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -243,34 +243,14 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
             raise HandedOver(f"run {turn.run_id}: lease lost")
         approval = turn.take_approval(llm_tool_call)
         if approval is not None and approval.kind != "approval":
-            try:
-                return await _answer_pause(turn, prepared, llm_tool_call, approval)
-            except (ApprovalRequired, HandedOver):
-                raise
-            except LeaseLost:
-                turn.lease_lost = True
-                raise HandedOver(f"run {turn.run_id}: lease lost") from None
-            except ToolRaised as raised:
-                raise raised.original from None
-            except Exception as exc:
-                raise _fail(turn, exc) from exc
+            return await _translated(turn, _answer_pause(turn, prepared, llm_tool_call, approval))
         if approval is None:
             armed = turn.take_armed_by_dead_drive(tool.name, llm_tool_call)
             if armed is not None:
                 _wait_on_armed(turn, prepared, llm_tool_call, armed)
             if policy is None:
                 # Sync tools run in a worker thread, off the event loop (Slack acks).
-                try:
-                    return await _pausable(turn, prepared, llm_tool_call)
-                except (ApprovalRequired, HandedOver):
-                    raise
-                except ToolRaised as raised:
-                    raise raised.original from None
-                except LeaseLost:
-                    turn.lease_lost = True
-                    raise HandedOver(f"run {turn.run_id}: lease lost") from None
-                except Exception as exc:
-                    raise _fail(turn, exc) from exc
+                return await _translated(turn, _pausable(turn, prepared, llm_tool_call))
             if too_deep(llm_tool_call.arguments, MAX_ARGUMENT_DEPTH):
                 # Hashing, storing and showing the arguments all walk them recursively.
                 return (
@@ -288,17 +268,7 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
                 )
             turn.drafts.append(_draft(prepared, llm_tool_call, policy, turn.clock()))
             raise ApprovalRequired(f"{tool.name} needs approval")
-        try:
-            return await _answer(turn, prepared, llm_tool_call, approval)
-        except (ApprovalRequired, HandedOver):
-            raise
-        except LeaseLost:
-            turn.lease_lost = True
-            raise HandedOver(f"run {turn.run_id}: lease lost") from None
-        except ToolRaised as raised:
-            raise raised.original from None
-        except Exception as exc:
-            raise _fail(turn, exc) from exc
+        return await _translated(turn, _answer(turn, prepared, llm_tool_call, approval))
 
     # llm asks every call's implementation for its signature (does it take llm_tool_call?):
     # answered from here it costs nothing.
@@ -335,6 +305,26 @@ class ToolRaised(Exception):
     def __init__(self, original: Exception) -> None:
         super().__init__(str(original))
         self.original = original
+
+
+async def _translated(turn: TurnContext, work: Awaitable[Any]) -> Any:
+    """Await the gate's work on a call and turn what it raised into what llm must see.
+
+    Pauses and hand-overs pass through; a lost lease stops this drive quietly; the tool's own
+    exception stays the tool's (llm shows it to the model); anything else is the gate failing,
+    which ends the run loudly.
+    """
+    try:
+        return await work
+    except (ApprovalRequired, HandedOver):
+        raise
+    except LeaseLost:
+        turn.lease_lost = True
+        raise HandedOver(f"run {turn.run_id}: lease lost") from None
+    except ToolRaised as raised:
+        raise raised.original from None
+    except Exception as exc:
+        raise _fail(turn, exc) from exc
 
 
 def _fail(turn: TurnContext, exc: BaseException) -> GateFailure:
