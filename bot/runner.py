@@ -529,20 +529,7 @@ class Runner(PauseSettling):
             if outcome.resume_claimed:
                 self._remember_claim(outcome)
             return Decision(approval=outcome.approval, resume_claimed=outcome.resume_claimed)
-        current = await self.repo.get_approval(approval_id)
-        assert current is not None
-        if current.status == "pending":
-            expiry = await self.repo.expire(
-                approval_id, worker=self.worker_id, lease_until=self._lease_until(), now=now
-            )
-            if expiry is None:  # the sweeper expired it first
-                current = await self.repo.get_approval(approval_id) or current
-            else:
-                current = expiry.approval
-            raise ApprovalExpired(describe_status(current), current, expiry)
-        if current.status == "expired":
-            raise ApprovalExpired(describe_status(current), current, None)
-        raise AlreadyDecided(describe_status(current), current)
+        await self._refuse_settled(approval_id, now)  # raises why: expired, or decided already
 
     def _remember_claim(self, outcome: DecisionOutcome) -> None:
         """Keep a claimed resume for ``resume``; a caller that never resumes it (it crashed,

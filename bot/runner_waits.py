@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from datetime import datetime
+from typing import NoReturn
 
 from bot.decisions import (
     AlreadyDecided,
@@ -80,9 +81,8 @@ class PauseSettling:
         if outcome is not None:
             return Decision(approval=outcome.approval, resume_claimed=outcome.resume_claimed)
         await self._refuse_settled(approval_id, now)
-        raise AssertionError("unreachable")
 
-    async def _refuse_settled(self, approval_id: str, now: datetime) -> None:
+    async def _refuse_settled(self, approval_id: str, now: datetime) -> NoReturn:
         """Raise why a pause row could not be settled: expired (and expire it now, moving its
         run on) or settled already."""
         current = await self.repo.get_approval(approval_id)
