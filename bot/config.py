@@ -51,7 +51,7 @@ TOP_LEVEL_KEYS = {
     "max_retry_wait",
     "max_retry_attempts",
 }
-POLICY_KEYS = {"approval", "approvers", "allow_self_approval", "ttl", "on_expiry"}
+POLICY_KEYS = {"approval", "approvers", "allow_self_approval", "ttl", "on_expiry", "grant_max"}
 # The built-in ask_user tool's section: who may answer, how long a question stays open.
 ASK_USER = "ask_user"
 ASK_USER_KEYS = {"answerers", "ttl", "on_expiry"}
@@ -311,11 +311,17 @@ def _policies(raw: Any, default_ttl: timedelta, tool_names: set[str]) -> dict[st
         if on_expiry not in ON_EXPIRY_CHOICES:
             raise ConfigError(f'{key}.on_expiry: {on_expiry!r} must be "deny" or "cancel"')
         ttl = parse_duration(section["ttl"], f"{key}.ttl") if "ttl" in section else default_ttl
+        grant_max = (
+            parse_duration(section["grant_max"], f"{key}.grant_max")
+            if "grant_max" in section
+            else None
+        )
         policies[tool_name] = Policy(
             approval=approval,
             approvers=[a.strip() for a in approvers],
             allow_self_approval=allow_self,
             ttl=ttl,
             on_expiry=on_expiry,
+            grant_max=grant_max,
         )
     return policies

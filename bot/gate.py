@@ -40,6 +40,7 @@ import llm
 
 from bot.arguments import argument_error
 from bot.failpoints import failpoint
+from bot.grants import granted_approval
 from bot.ids import new_approval_id
 from bot.pause_rows import call_context, draft_for, given_up, pause_text, refusal
 from bot.pauses import CallContext, Pause, RetryAt, WaitForCallback, current_call
@@ -108,6 +109,9 @@ class TurnContext:
     # for the pause it never stored, still waiting or already completed. That call ran and
     # handed its URL out; the same call in the replay waits on its row, it does not run again.
     armed_by_dead_drive: list[Any] = field(default_factory=list)
+    # A replay's too: calls a dead drive recorded under a standing grant (bot.grants). The
+    # same call in the replay is answered from its row (run, ran, or outcome unknown).
+    granted_by_dead_drive: list[Any] = field(default_factory=list)
 
     def take_approval(self, tool_call: llm.ToolCall) -> Any | None:
         """The approval requested for this call, at most once per drive."""
@@ -115,12 +119,20 @@ class TurnContext:
 
     def take_armed_by_dead_drive(self, tool_name: str, tool_call: llm.ToolCall) -> Any | None:
         """The callback a dead drive armed for this very call (same tool and arguments), once."""
-        arguments = json.loads(json.dumps(dict(tool_call.arguments), default=str))
-        for row in self.armed_by_dead_drive:
-            if row.tool_name == tool_name and row.arguments == arguments:
-                self.armed_by_dead_drive.remove(row)
-                return row
-        return None
+        return _take_same_call(self.armed_by_dead_drive, tool_name, tool_call)
+
+    def take_granted_by_dead_drive(self, tool_name: str, tool_call: llm.ToolCall) -> Any | None:
+        """The grant's approval a dead drive recorded for this very call, once."""
+        return _take_same_call(self.granted_by_dead_drive, tool_name, tool_call)
+
+
+def _take_same_call(rows: list[Any], tool_name: str, tool_call: llm.ToolCall) -> Any | None:
+    arguments = json.loads(json.dumps(dict(tool_call.arguments), default=str))
+    for row in rows:
+        if row.tool_name == tool_name and row.arguments == arguments:
+            rows.remove(row)
+            return row
+    return None
 
 
 current_turn: ContextVar[TurnContext] = ContextVar("approval_bot_turn")
@@ -248,6 +260,9 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
             armed = turn.take_armed_by_dead_drive(tool.name, llm_tool_call)
             if armed is not None:
                 _wait_on_armed(turn, prepared, llm_tool_call, armed)
+            granted = turn.take_granted_by_dead_drive(tool.name, llm_tool_call)
+            if granted is not None:
+                return await _translated(turn, _answer(turn, prepared, llm_tool_call, granted))
             if policy is None:
                 # Sync tools run in a worker thread, off the event loop (Slack acks).
                 return await _translated(turn, _pausable(turn, prepared, llm_tool_call))
@@ -266,6 +281,10 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
                     f"schema: {problem}. The call was not run and no approval was asked for; "
                     "correct the arguments, or ask the user for what is missing."
                 )
+            if policy.grant_max is not None:
+                ran = await _translated(turn, _run_granted(turn, prepared, llm_tool_call, policy))
+                if ran is not _NOT_GRANTED:
+                    return ran
             turn.drafts.append(_draft(prepared, llm_tool_call, policy, turn.clock()))
             raise ApprovalRequired(f"{tool.name} needs approval")
         return await _translated(turn, _answer(turn, prepared, llm_tool_call, approval))
@@ -275,6 +294,21 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
     gate.__signature__ = inspect.signature(gate)  # type: ignore[attr-defined]
     # Same name, description and schema: the model sees the original tool.
     return dataclasses.replace(tool, implementation=gate)
+
+
+_NOT_GRANTED = object()
+
+
+async def _run_granted(
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, policy: Policy
+) -> Any:
+    """Run a call a standing grant of its thread covers (bot.grants), as an approved call:
+    its approval row is recorded first, then ``_execute`` runs it at most once."""
+    name = prepared.tool.name
+    approval = await granted_approval(turn, prepared.hasher, name, tool_call, policy)
+    if approval is None:
+        return _NOT_GRANTED
+    return await _execute(turn, prepared, tool_call, approval)
 
 
 # Deeper arguments are refused before an approval is drafted (no real tool needs them):

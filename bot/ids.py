@@ -9,3 +9,7 @@ def new_run_id() -> str:
 
 def new_approval_id() -> str:
     return f"apr_{ULID()}"
+
+
+def new_grant_id() -> str:
+    return f"grt_{ULID()}"

@@ -20,6 +20,9 @@ class Policy:
     allow_self_approval: bool = False
     ttl: timedelta = timedelta(minutes=30)
     on_expiry: str = "deny"
+    # Standing grants (bot/grants.py): the longest an approver may allow this tool in a
+    # thread without asking again; None: no grants.
+    grant_max: timedelta | None = None
 
 
 def refusal_reason(

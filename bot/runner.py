@@ -65,6 +65,7 @@ from storage.repository import (
     CallbackOutcome,
     DecisionOutcome,
     ExpiryOutcome,
+    GrantDraft,
     LeaseLost,
     Repository,
     RunBusy,
@@ -333,10 +334,13 @@ class Runner(PauseSettling):
         )
         if replay:
             # Armed under the turn the dead drive's pause would have taken (call_context).
+            rows = await self.repo.approvals_for_turn(run.id, run.turn + 1)
             turn.armed_by_dead_drive = [
-                a
-                for a in await self.repo.approvals_for_turn(run.id, run.turn + 1)
-                if a.kind == "callback" and a.status in ("armed", "completed")
+                a for a in rows if a.kind == "callback" and a.status in ("armed", "completed")
+            ]
+            # Calls it ran under a standing grant: never run again by the replay.
+            turn.granted_by_dead_drive = [
+                a for a in rows if a.kind == "approval" and a.tool_call_id.startswith("grant:")
             ]
         token = current_turn.set(turn)
         heartbeat = LeaseKeeper(
@@ -492,6 +496,7 @@ class Runner(PauseSettling):
         reason: str | None = None,
         actor_groups: Collection[str] = (),
         claim_resume: bool = True,
+        grant: GrantDraft | None = None,
     ) -> Decision:
         """Approve or deny; exactly one concurrent decision wins.
 
@@ -500,7 +505,8 @@ class Runner(PauseSettling):
         by the sweeper). When the decision leaves nothing pending in the run, the returned
         Decision has ``resume_claimed`` and the caller must call ``resume``; with
         ``claim_resume`` False it never does: the run stays paused with nothing pending and
-        a bot's sweeper resumes it (``claim_stranded_runs``).
+        a bot's sweeper resumes it (``claim_stranded_runs``). ``grant``: an approval that
+        also creates a standing grant (bot.grants checks it may), in the same transaction.
         """
         approval = await self.repo.get_approval(approval_id)
         if approval is None:
@@ -524,6 +530,7 @@ class Runner(PauseSettling):
             lease_until=self._lease_until(),
             now=now,
             claim=claim_resume,
+            grant=grant,
         )
         if outcome is not None:
             if outcome.resume_claimed:

@@ -20,7 +20,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from yarl import URL
 
-from handlers import home, listeners, oauth, payloads, question_listeners
+from handlers import grant_listeners, home, listeners, oauth, payloads, question_listeners
 from handlers.services import Services, SlackSettings
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
 
     listeners.register(app, services)
     question_listeners.register(app, services)
+    grant_listeners.register(app, services)
     home.register(app, services)
     if settings.oauth:
         oauth.register_uninstall(app, services)

@@ -349,6 +349,11 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
         if word == "help":
             await ack(text=blocks.HELP_TEXT, response_type="ephemeral")
             return
+        if word == "grants":
+            from handlers.grant_listeners import grants_command
+
+            await grants_command(ack, command, services)
+            return
         if word not in VIEWS:
             await ack(
                 text=f"I don't know `/approvals {blocks.escape(word)}`.\n\n{blocks.HELP_TEXT}",

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -63,6 +64,16 @@ class Publisher:
         self.clients = clients or WorkspaceClients(client)
         # Told of every approval whose card is posted or edited (the App Home refreshes).
         self.on_change: Callable[[Approval], None] | None = None
+        # Adds to an approval card what other rows say (standing grants: handlers.grant_listeners).
+        self.decorate_card: (
+            Callable[[Approval, list[dict[str, Any]]], Awaitable[list[dict[str, Any]]]] | None
+        ) = None
+
+    async def _render(self, approval: Approval) -> tuple[str, list[dict[str, Any]]]:
+        text, blocks = render_card(approval)
+        if self.decorate_card is not None:
+            blocks = await self.decorate_card(approval, blocks)
+        return text, blocks
 
     async def _client(self, team_id: str) -> AsyncWebClient:
         """Raises NotInstalled (a SlackApiError) for a workspace that uninstalled the app."""
@@ -207,7 +218,7 @@ class Publisher:
             return  # posted, being posted elsewhere, or decided already
         if self.on_change is not None:
             self.on_change(approval)
-        text, blocks = render_card(approval)
+        text, blocks = await self._render(approval)
         try:
             response = await (await self._client(approval.team_id)).chat_postMessage(
                 channel=approval.channel,
@@ -267,7 +278,7 @@ class Publisher:
             places.append(clicked)
         if not places:
             return
-        text, blocks = render_card(approval)
+        text, blocks = await self._render(approval)
         for channel, ts in places:
             try:
                 client = await self._client(approval.team_id)

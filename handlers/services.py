@@ -225,13 +225,17 @@ class Services:
         clients: WorkspaceClients | None = None,
     ) -> Services:
         """``clients``: a token per workspace (OAuth installs); else ``client`` for all."""
+        from handlers.grant_listeners import CardGrants
+
         clients = clients or WorkspaceClients(client)
+        publisher = Publisher(client, repo, clients)
+        publisher.decorate_card = CardGrants(repo, config).decorate  # standing grants
         return cls(
             repo=repo,
             config=config,
             runner=runner,
             client=client,
-            publisher=Publisher(client, repo, clients),
+            publisher=publisher,
             groups=UserGroups(client, clients=clients),
             background=BackgroundTasks(),
             clients=clients,

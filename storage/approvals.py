@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.db import Database, Mode, Tx
+from storage.grants import GrantDraft, insert_grant
 from storage.models import ANYONE, Approval
 from storage.records import (
     DecisionOutcome,
@@ -89,6 +90,7 @@ class ApprovalStore:
         lease_until: datetime,
         now: datetime,
         claim: bool = True,
+        grant: GrantDraft | None = None,
     ) -> DecisionOutcome | None:
         """Record a decision if the approval is still pending and unexpired.
 
@@ -98,7 +100,8 @@ class ApprovalStore:
         (a decider that could not resume the run: the sweeper resumes it). The claim is the
         resume's start: ``worker`` (the lease owner of the drive that will resume it) holds
         the run's lease from this commit, and the outcome carries the run, so resuming needs
-        no write of its own (``run_resumed`` is audited here).
+        no write of its own (``run_resumed`` is audited here). An approval with ``grant``
+        also creates that standing grant (storage.grants), in the same transaction.
         """
         status = "approved" if approve else "denied"
         params = {"id": approval_id, "status": status, "actor": actor, "reason": reason, "now": now}
@@ -118,6 +121,8 @@ class ApprovalStore:
                 actor=actor,
                 reason=reason,
             )
+            if grant is not None and approve:
+                insert_grant(tx, grant, approval, actor, now)
             claimed = claim and claim_resume(tx, approval.run_id, worker, lease_until, now)
             if not claimed:
                 return DecisionOutcome(approval=approval, resume_claimed=False)

@@ -13,6 +13,7 @@ Four tables:
 - ``audit_events``: append-only; every request, decision, execution and expiry.
 - ``processed_events``: Slack ``event_id``s already handled, so retried deliveries and other
   replicas start nothing twice.
+- ``grants``: standing grants (storage/grants.py): a tool allowed in one thread until a time.
 
 Times are stored as naive UTC datetimes: SQLite has no time zone type and both databases then
 compare them the same way.
@@ -232,3 +233,40 @@ class OAuthState(Base):
 
     state: Mapped[str] = mapped_column(String(128), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+
+
+class Grant(Base):
+    """A standing grant: ``tool_name`` runs without a card in one thread until ``expires_at``.
+
+    Created with the approval that grants it (in its decision's transaction), used by the gate
+    (each use is an approval row already approved by ``grantor``), revoked by a conditional
+    UPDATE. ``payload_scope``: None for any arguments, else the hash of the only arguments it
+    allows (``storage.grants.arguments_hash``). Owned by storage/grants.py.
+    """
+
+    __tablename__ = "grants"
+    __table_args__ = (
+        Index("ix_grants_thread", "team_id", "channel", "thread_ts", "tool_name"),
+        Index("ix_grants_channel_expires", "team_id", "channel", "expires_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    team_id: Mapped[str] = mapped_column(String(32), default="")
+    channel: Mapped[str] = mapped_column(String(64), default="")
+    thread_ts: Mapped[str] = mapped_column(String(64), default="")
+    tool_name: Mapped[str] = mapped_column(String(255))
+    payload_scope: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    grantor: Mapped[str] = mapped_column(String(64))
+    # The approver groups through which the grantor could approve (checked again at each use
+    # against the tool's approvers then: Slack cannot be asked from inside a run).
+    grantor_groups: Mapped[list] = mapped_column(JSON, default=list)
+    # The approval whose decision granted it, and its run.
+    approval_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    run_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    expires_at: Mapped[datetime] = mapped_column(DateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    revoked_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # Set once, when its expiry was first noticed (and audited as ``grant_expired``).
+    expiry_noticed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)

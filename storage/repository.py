@@ -46,6 +46,7 @@ from storage.db import (
     open_database,
 )
 from storage.events import EventStore
+from storage.grants import GrantDraft, GrantStore
 from storage.home import HomeStore
 from storage.installations import InstallationStore
 from storage.limits import DATABASE_FAILURES, DatabaseBusy, time_limit
@@ -85,6 +86,7 @@ __all__ = [
     "DecisionOutcome",
     "DuplicateEvent",
     "ExpiryOutcome",
+    "GrantDraft",
     "LeaseLost",
     "PauseOutcome",
     "PendingFilter",
@@ -100,9 +102,11 @@ __all__ = [
 WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
 
 
-class Repository(RunStore, ApprovalStore, PauseStore, EventStore, InstallationStore, HomeStore):
+class Repository(
+    RunStore, ApprovalStore, PauseStore, EventStore, InstallationStore, HomeStore, GrantStore
+):
     """Every transaction approval-bot makes, by aggregate (runs, approvals and the other
-    pauses, events, Slack installs, App Home reads)."""
+    pauses, events, Slack installs, App Home reads, standing grants)."""
 
     def __init__(self, database: Database | AsyncEngine) -> None:
         if isinstance(database, AsyncEngine):  # older callers built the engine themselves

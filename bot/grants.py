@@ -1,0 +1,218 @@
+"""Standing grants: who may grant, which call a grant covers, who may revoke.
+
+``grant_max`` in a tool's policy lets an approver approve a call *and* allow that tool in the
+call's thread for up to that long (optionally only with the same arguments). The grant is
+created with the decision (``Runner.decide(grant=…)``, one transaction); later calls of the
+tool in the thread are recorded by the gate as approvals already approved by the grantor
+(``Repository.use_grant``) and then run through the usual ``approved -> executing ->
+executed`` records, so exactly-once, audit and "outcome unknown" hold for them too.
+
+A grant is judged by the tool's policy *now*, never only by what it was when granted: it
+applies only while the policy still allows grants (and no longer than today's
+``grant_max`` from its creation), never to a call whose effective policy denies it or asks
+more than one approval, and only while its grantor may still approve such a call (by user
+id, or through the approver group recorded when the grant was made). It never applies to
+another tool, thread or channel (the storage lookup is keyed on them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from bot.decisions import ApprovalNotFound, Decision, DecisionRefused, ensure_may_decide
+from bot.ids import new_approval_id, new_grant_id
+from bot.policy import Policy, refusal_reason
+from storage.grants import GrantDraft, arguments_hash
+from storage.models import Approval, Grant
+from storage.records import ApprovalDraft, PayloadHasher
+from storage.values import storable
+
+if TYPE_CHECKING:
+    import llm
+
+    from bot.gate import TurnContext
+    from bot.runner import Runner
+
+# The durations offered on a card, up to the policy's grant_max (which is always offered).
+STANDARD_DURATIONS = (
+    timedelta(minutes=5),
+    timedelta(minutes=15),
+    timedelta(minutes=30),
+    timedelta(hours=1),
+    timedelta(hours=2),
+    timedelta(hours=4),
+    timedelta(hours=8),
+    timedelta(days=1),
+)
+
+
+def grant_durations(grant_max: timedelta) -> list[timedelta]:
+    """What a card offers: the standard durations up to ``grant_max``, and ``grant_max``."""
+    offered = [d for d in STANDARD_DURATIONS if d < grant_max]
+    return [*offered, grant_max]
+
+
+def duration_text(duration: timedelta) -> str:
+    """``1 hour 30 minutes``, ``45 seconds``."""
+    seconds = int(duration.total_seconds())
+    parts = []
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count} {unit}{'s' if count != 1 else ''}")
+    return " ".join(parts) or "0 seconds"
+
+
+def effective_policy(
+    policy: Policy, arguments: dict[str, Any], *, requester: str, channel: str
+) -> Policy:
+    """The policy for one call: ``Policy.resolve`` where it exists (rules on arguments)."""
+    resolve = getattr(policy, "resolve", None)
+    if resolve is None:
+        return policy
+    resolved: Policy = resolve(arguments, requester=requester, channel=channel)
+    return resolved
+
+
+def grant_refusal(policy: Policy | None, approval: Approval) -> str | None:
+    """Why no grant may come with a decision on ``approval`` under ``policy`` now, or None."""
+    tool = approval.tool_name
+    if approval.kind != "approval" or policy is None or policy.grant_max is None:
+        return f"Standing grants are not allowed for `{tool}`: approve this call alone."
+    effective = effective_policy(
+        policy, approval.arguments, requester=approval.requester, channel=approval.channel
+    )
+    if effective.approval != "required":
+        return f"`{tool}` is not asked about this way any more: no grant can cover it."
+    if getattr(effective, "min_approvals", 1) > 1:
+        return f"This `{tool}` call needs several approvals: one person cannot grant it."
+    return None
+
+
+async def approve_and_grant(
+    runner: Runner,
+    approval_id: str,
+    *,
+    actor: str,
+    actor_groups: Collection[str] = (),
+    duration: timedelta,
+    same_arguments: bool,
+) -> tuple[Decision, GrantDraft]:
+    """Approve ``approval_id`` and allow its tool in its thread for ``duration``: one
+    decision through ``Runner.decide`` (exactly once), the grant in its transaction.
+
+    Raises the DecisionRefused family: not an approver, decided already, expired, or no
+    grant allowed (no ``grant_max``, longer than it, several approvals needed).
+    """
+    approval = await runner.repo.get_approval(approval_id)
+    if approval is None:
+        raise ApprovalNotFound(f"There is no approval {approval_id}.")
+    ensure_may_decide(approval, actor, actor_groups)
+    policy = runner.config.policies.get(approval.tool_name)
+    if refusal := grant_refusal(policy, approval):
+        raise DecisionRefused(refusal, approval)
+    assert policy is not None and policy.grant_max is not None
+    if not timedelta(0) < duration <= policy.grant_max:
+        raise DecisionRefused(
+            f"A standing grant for `{approval.tool_name}` lasts at most "
+            f"{duration_text(policy.grant_max)} (grant_max).",
+            approval,
+        )
+    draft = GrantDraft(
+        id=new_grant_id(),
+        duration=duration,
+        payload_scope=arguments_hash(approval.arguments) if same_arguments else None,
+        grantor_groups=sorted(set(actor_groups) & set(approval.approvers)),
+    )
+    decision = await runner.decide(
+        approval_id, actor=actor, approve=True, actor_groups=actor_groups, grant=draft
+    )
+    return decision, draft
+
+
+def grant_applies(
+    grant: Grant, policy: Policy, *, requester: str, scope: str, now: datetime
+) -> bool:
+    """Whether a grant covers a call now (``policy``: the call's effective policy)."""
+    if grant.revoked_at is not None or grant.expires_at <= now:
+        return False
+    if policy.grant_max is None or grant.created_at + policy.grant_max <= now:
+        return False  # grants turned off, or shortened, since it was made
+    if grant.payload_scope is not None and grant.payload_scope != scope:
+        return False
+    return (
+        refusal_reason(
+            actor=grant.grantor,
+            requester=requester,
+            approvers=policy.approvers,
+            allow_self_approval=policy.allow_self_approval,
+            actor_groups=grant.grantor_groups or (),
+        )
+        is None
+    )
+
+
+async def granted_approval(
+    turn: TurnContext,
+    hasher: PayloadHasher,
+    tool_name: str,
+    tool_call: llm.ToolCall,
+    policy: Policy,
+) -> Approval | None:
+    """The approval recorded for this call under a standing grant of its thread, or None
+    (no grant covers it: the gate asks as usual). Expired grants it meets are audited."""
+    candidates = await turn.repo.grant_candidates(turn.run_id, tool_name)
+    if not candidates:
+        return None
+    now = turn.clock()
+    expired = [g.id for g in candidates if g.expires_at <= now and g.expiry_noticed_at is None]
+    if expired:
+        await turn.repo.notice_expired_grants(now=now, grant_ids=expired)
+    arguments = dict(tool_call.arguments)
+    effective = effective_policy(
+        policy, storable(arguments), requester=turn.requester, channel=candidates[0].channel
+    )
+    if effective.approval != "required" or getattr(effective, "min_approvals", 1) > 1:
+        return None  # denied, or asks for more than one person: no grant stands in
+    scope = arguments_hash(arguments)
+    for grant in candidates:
+        if not grant_applies(grant, effective, requester=turn.requester, scope=scope, now=now):
+            continue
+        draft = ApprovalDraft(
+            id=new_approval_id(),
+            tool_call_id=tool_call.tool_call_id or "",
+            tool_name=tool_name,
+            arguments=arguments,
+            payload_hash=hasher(tool_name, arguments),
+            approvers=list(effective.approvers),
+            allow_self_approval=effective.allow_self_approval,
+            on_expiry=effective.on_expiry,
+            expires_at=now + effective.ttl,
+        )
+        approval = await turn.repo.use_grant(
+            grant.id,
+            run_id=turn.run_id,
+            owner=turn.owner or "",
+            turn=turn.turn_number + 1,  # with this drive's other rows (see call_context)
+            draft=draft,
+            scope=scope,
+            now=now,
+        )
+        if approval is not None:
+            return approval
+    return None
+
+
+def revoke_refusal(
+    grant: Grant, actor: str, policy: Policy | None, actor_groups: Collection[str] = ()
+) -> str | None:
+    """Why ``actor`` may not revoke ``grant``, or None: its grantor or an approver of its
+    tool (by today's policy; a policy that names nobody lets anyone decide, so revoke)."""
+    if actor == grant.grantor:
+        return None
+    approvers = policy.approvers if policy is not None else []
+    if not approvers or actor in approvers or set(actor_groups) & set(approvers):
+        return None
+    return "Only the person who granted it or an approver of this tool can revoke it."

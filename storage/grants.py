@@ -1,0 +1,332 @@
+"""Standing grants: the ``grants`` table, and the approvals the gate records under them.
+
+A grant says "``tool_name`` may run in this thread without a card until ``expires_at``". It is
+created in the transaction of the decision that grants it (:func:`insert_grant`, called by
+``ApprovalStore.decide``), so a decision that loses its race grants nothing. Each use is an
+approval row, already approved by the grantor, inserted by :meth:`GrantStore.use_grant` in
+the same transaction that checks the grant is still live (a conditional UPDATE of the grant,
+so a revocation either comes first and wins, or after): the call then goes through the
+approval's ``approved -> executing -> executed`` records like any approved call.
+
+Such an approval answers no tool call id of the model's (its ``tool_call_id`` is
+``grant:<approval id>``): it is found again only by a take-over of the drive that made it
+(same tool, same arguments; see ``bot.gate``). Audited: ``grant_created``, ``grant_used``,
+``grant_revoked``, ``grant_expired`` (once, when an expired grant is first noticed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from storage.db import Database, Mode, Tx
+from storage.models import Approval, Grant
+from storage.records import ApprovalDraft, LeaseLost, canonical_json
+from storage.rows import APPROVALS, Rows, insert_sql
+from storage.statements import (
+    INSERT_APPROVAL,
+    INSERT_APPROVER,
+    approver_rows,
+    audit,
+)
+from storage.values import storable
+
+WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+
+GRANTS = Rows(Grant)
+INSERT_GRANT = insert_sql(GRANTS, "grants")
+GRANT_BY_ID = f"SELECT {GRANTS.columns} FROM grants WHERE id = :id"
+# Grants of the run's thread for one tool, not revoked, expired or not (the caller checks
+# times: an expired one is noticed and audited once).
+GRANTS_FOR_RUN_TOOL = (
+    f"SELECT {', '.join(f'grants.{n}' for n in GRANTS.names)} FROM grants JOIN runs "
+    "ON runs.team_id = grants.team_id AND runs.channel = grants.channel "
+    "AND runs.thread_ts = grants.thread_ts "
+    "WHERE runs.id = :run_id AND grants.tool_name = :tool_name AND grants.revoked_at IS NULL "
+    "ORDER BY grants.expires_at DESC, grants.id"
+)
+# Only the drive that holds the run's lease records a call under a grant.
+RUN_FOR_GRANT = (
+    "SELECT requester, team_id, channel, thread_ts FROM runs "
+    "WHERE id = :run_id AND lease_owner = :owner AND status IN ('running', 'resuming')"
+)
+USE_GRANT = (
+    "UPDATE grants SET last_used_at = :now WHERE id = :id AND revoked_at IS NULL "
+    "AND expires_at > :now AND team_id = :team_id AND channel = :channel "
+    "AND thread_ts = :thread_ts AND tool_name = :tool_name "
+    "AND (payload_scope IS NULL OR payload_scope = :scope) "
+    f"RETURNING {GRANTS.columns}"
+)
+REVOKE_GRANT = (
+    "UPDATE grants SET revoked_at = :now, revoked_by = :actor "
+    "WHERE id = :id AND revoked_at IS NULL AND expires_at > :now "
+    f"RETURNING {GRANTS.columns}"
+)
+NOTICE_EXPIRED = (
+    "UPDATE grants SET expiry_noticed_at = :now WHERE {where} AND expiry_noticed_at IS NULL "
+    f"AND revoked_at IS NULL AND expires_at <= :now RETURNING {GRANTS.columns}"
+)
+
+
+@dataclass(frozen=True)
+class GrantDraft:
+    """A grant asked for with a decision: how long, and for which arguments (None: any)."""
+
+    id: str
+    duration: timedelta
+    payload_scope: str | None = None
+    grantor_groups: Sequence[str] = ()
+
+
+def arguments_hash(arguments: dict[str, Any]) -> str:
+    """The scope of a grant limited to the same arguments: their canonical JSON, hashed (in
+    the stored form, as approvals hash them)."""
+    return hashlib.sha256(canonical_json(storable(arguments)).encode()).hexdigest()
+
+
+def insert_grant(tx: Tx, draft: GrantDraft, approval: Approval, actor: str, now: datetime) -> None:
+    """Create ``draft`` for ``approval``'s thread and tool, inside its decision's transaction."""
+    values: dict[str, Any] = {
+        "id": draft.id,
+        "team_id": approval.team_id,
+        "channel": approval.channel,
+        "thread_ts": approval.thread_ts,
+        "tool_name": approval.tool_name,
+        "payload_scope": draft.payload_scope,
+        "grantor": actor,
+        "grantor_groups": list(draft.grantor_groups),
+        "approval_id": approval.id,
+        "run_id": approval.run_id,
+        "created_at": now,
+        "expires_at": now + draft.duration,
+        "revoked_at": None,
+        "revoked_by": None,
+        "last_used_at": None,
+        "expiry_noticed_at": None,
+    }
+    tx.execute(INSERT_GRANT, GRANTS.params(values))
+    audit(
+        tx,
+        now,
+        "grant_created",
+        run_id=approval.run_id,
+        approval_id=approval.id,
+        actor=actor,
+        grant_id=draft.id,
+        tool=approval.tool_name,
+        channel=approval.channel,
+        thread_ts=approval.thread_ts,
+        expires_at=values["expires_at"].isoformat(),
+        scope="any arguments" if draft.payload_scope is None else "these arguments",
+    )
+
+
+class GrantStore:
+    database: Database
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        def body(tx: Tx) -> Grant | None:
+            row = tx.one(GRANT_BY_ID, {"id": grant_id})
+            return None if row is None else GRANTS.load(tx, row)
+
+        return await self.database.run(body, READ_ONE)
+
+    async def grant_candidates(self, run_id: str, tool_name: str) -> list[Grant]:
+        """The unrevoked grants (live or expired) of a tool in a run's thread."""
+
+        def body(tx: Tx) -> list[Grant]:
+            rows = tx.all(GRANTS_FOR_RUN_TOOL, {"run_id": run_id, "tool_name": tool_name})
+            return [GRANTS.load(tx, row) for row in rows]
+
+        return await self.database.run(body, READ_ONE)
+
+    async def list_grants(
+        self,
+        *,
+        now: datetime,
+        team_id: str | None = None,
+        channel: str | None = None,
+        thread_ts: str | None = None,
+        live_only: bool = True,
+        limit: int = 100,
+    ) -> list[Grant]:
+        """Grants, newest first; ``live_only``: not revoked and not expired at ``now``."""
+        conditions, params = _where(team_id=team_id, channel=channel, thread_ts=thread_ts)
+        if live_only:
+            conditions.append("revoked_at IS NULL AND expires_at > :now")
+        params.update(now=now, limit=limit)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        sql = (
+            f"SELECT {GRANTS.columns} FROM grants{where} "
+            "ORDER BY created_at DESC, id DESC LIMIT :limit"
+        )
+
+        def body(tx: Tx) -> list[Grant]:
+            return [GRANTS.load(tx, row) for row in tx.all(sql, params)]
+
+        return await self.database.run(body, READ_ONE)
+
+    async def use_grant(
+        self,
+        grant_id: str,
+        *,
+        run_id: str,
+        owner: str,
+        turn: int,
+        draft: ApprovalDraft,
+        scope: str,
+        now: datetime,
+    ) -> Approval | None:
+        """Record a call under a live grant: an approval already approved by the grantor.
+
+        None when the grant no longer applies (revoked, expired, another thread, tool or
+        arguments); raises LeaseLost when ``owner`` no longer drives the run.
+        """
+
+        def body(tx: Tx) -> Approval | None:
+            run = tx.one(RUN_FOR_GRANT, {"run_id": run_id, "owner": owner})
+            if run is None:
+                raise LeaseLost(run_id)
+            requester, team_id, channel, thread_ts = run
+            params = {
+                "id": grant_id,
+                "now": now,
+                "team_id": team_id,
+                "channel": channel,
+                "thread_ts": thread_ts,
+                "tool_name": draft.tool_name,
+                "scope": scope,
+            }
+            row = tx.one(USE_GRANT, params)
+            if row is None:
+                return None
+            grant = GRANTS.load(tx, row)
+            values = {
+                "id": draft.id,
+                "run_id": run_id,
+                "turn": turn,
+                "tool_call_id": f"grant:{draft.id}",
+                "tool_name": draft.tool_name,
+                "arguments": storable(draft.arguments),
+                "payload_hash": draft.payload_hash,
+                "status": "approved",
+                "requester": requester,
+                "team_id": team_id,
+                "channel": channel,
+                "thread_ts": thread_ts,
+                "approvers": list(draft.approvers),
+                "allow_self_approval": draft.allow_self_approval,
+                "on_expiry": draft.on_expiry,
+                "created_at": now,
+                "expires_at": draft.expires_at,
+                "decided_by": grant.grantor,
+                "decided_at": now,
+                "reason": f"standing grant {grant.id} by {grant.grantor}",
+                "result": None,
+                "executed_at": None,
+                "card_channel": None,
+                "card_ts": None,
+                "card_claimed_until": None,
+                "kind": "approval",
+                "token_hash": None,
+                "due_at": None,
+            }
+            tx.execute(INSERT_APPROVAL, APPROVALS.params(values))
+            tx.executemany(INSERT_APPROVER, approver_rows([values]))
+            audit(
+                tx,
+                now,
+                "approval_requested",
+                run_id=run_id,
+                approval_id=draft.id,
+                actor=requester,
+                tool=draft.tool_name,
+                arguments=draft.arguments,
+                expires_at=draft.expires_at.isoformat(),
+                grant_id=grant.id,
+            )
+            audit(
+                tx,
+                now,
+                "grant_used",
+                run_id=run_id,
+                approval_id=draft.id,
+                actor=grant.grantor,
+                grant_id=grant.id,
+                tool=draft.tool_name,
+            )
+            return APPROVALS.build(values)
+
+        return await self.database.run(body, WRITE)
+
+    async def revoke_grant(self, grant_id: str, *, actor: str, now: datetime) -> Grant | None:
+        """Revoke a live grant (audited); None when it is revoked or expired already."""
+
+        def body(tx: Tx) -> Grant | None:
+            row = tx.one(REVOKE_GRANT, {"id": grant_id, "actor": actor, "now": now})
+            if row is None:
+                return None
+            grant = GRANTS.load(tx, row)
+            audit(
+                tx,
+                now,
+                "grant_revoked",
+                run_id=grant.run_id,
+                approval_id=grant.approval_id,
+                actor=actor,
+                grant_id=grant.id,
+                tool=grant.tool_name,
+            )
+            return grant
+
+        return await self.database.run(body, WRITE)
+
+    async def notice_expired_grants(
+        self,
+        *,
+        now: datetime,
+        grant_ids: Sequence[str] | None = None,
+        team_id: str | None = None,
+        channel: str | None = None,
+    ) -> list[Grant]:
+        """Audit ``grant_expired`` once for each expired grant not noticed yet (by id, or in
+        a channel, or everywhere). Expiry itself needs no write: a grant past ``expires_at``
+        never applies."""
+        conditions, params = _where(team_id=team_id, channel=channel)
+        if grant_ids is not None:
+            if not grant_ids:
+                return []
+            names = [f":grant_{i}" for i in range(len(grant_ids))]
+            conditions.append(f"id IN ({', '.join(names)})")
+            params.update({f"grant_{i}": g for i, g in enumerate(grant_ids)})
+        params["now"] = now
+        sql = NOTICE_EXPIRED.format(where=" AND ".join(conditions) or "1 = 1")
+
+        def body(tx: Tx) -> list[Grant]:
+            expired = [GRANTS.load(tx, row) for row in tx.all(sql, params)]
+            for grant in expired:
+                audit(
+                    tx,
+                    now,
+                    "grant_expired",
+                    run_id=grant.run_id,
+                    approval_id=grant.approval_id,
+                    grant_id=grant.id,
+                    tool=grant.tool_name,
+                    expired_at=grant.expires_at.isoformat(),
+                )
+            return expired
+
+        return await self.database.run(body, WRITE)
+
+
+def _where(**fields: str | None) -> tuple[list[str], dict[str, Any]]:
+    conditions, params = [], {}
+    for name, value in fields.items():
+        if value is not None:
+            conditions.append(f"{name} = :{name}")
+            params[name] = value
+    return conditions, params
