@@ -262,8 +262,11 @@ class GrantStore:
 
         return await self.database.run(body, WRITE)
 
-    async def revoke_grant(self, grant_id: str, *, actor: str, now: datetime) -> Grant | None:
-        """Revoke a live grant (audited); None when it is revoked or expired already."""
+    async def revoke_grant(
+        self, grant_id: str, *, actor: str, now: datetime, forced: bool = False
+    ) -> Grant | None:
+        """Revoke a live grant (audited; ``forced``: by an operator's override); None when it
+        is revoked or expired already."""
 
         def body(tx: Tx) -> Grant | None:
             row = tx.one(REVOKE_GRANT, {"id": grant_id, "actor": actor, "now": now})
@@ -279,6 +282,7 @@ class GrantStore:
                 actor=actor,
                 grant_id=grant.id,
                 tool=grant.tool_name,
+                **({"forced": True} if forced else {}),
             )
             return grant
 

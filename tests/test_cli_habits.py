@@ -81,6 +81,8 @@ def test_a_config_after_the_subcommand_is_the_one_read(
         ["runs", "recover"],
         ["waits", "list"],
         ["waits", "complete", "wait_1", "--body", "{}"],
+        ["grants", "list"],
+        ["grants", "revoke", "grt_1", "--as", "U1"],
     ],
 )
 def test_commands_about_what_is_recorded_create_no_database(

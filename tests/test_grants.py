@@ -3,14 +3,17 @@ server, the scripted model, real SQLite and PostgreSQL, and freezegun for time."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from freezegun import freeze_time
 
+from bot.config import load_config
 from playground.slack_server import Message
 from storage.repository import Repository
 from tests import ops_tools
@@ -234,3 +237,84 @@ def _now() -> Any:
     from bot.clock import utcnow
 
     return utcnow()
+
+
+# -- the command line: grants list | revoke ID --as USER -------------------------------
+
+CLI_CONFIG = """
+model = "scripted"
+tools = ["tests.ops_tools:restart_service", "tests.ops_tools:deploy"]
+
+[policies.restart_service]
+approvers = ["U0APPROVER1", "U0APPROVER2"]
+grant_max = "1h"
+
+[policies.deploy]
+approvers = ["U0APPROVER1"]
+"""
+
+
+async def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    from bot.cli import main
+
+    code = await asyncio.to_thread(main, list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+async def test_grants_list_and_revoke_from_the_command_line(
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config_path = tmp_path / "bot.toml"
+    config_path.write_text(CLI_CONFIG)
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
+    cfg = ["--config", str(config_path)]
+    repo = await Repository.open(database_url)
+    try:
+        async with running_bot(load_config(config_path), repo) as slack:
+            thread = await ask(slack, calls(("restart_service", {"service": "web"})))
+            [card] = slack.cards()
+            await grant(slack, "U0APPROVER1", card, "for 30 minutes", same=True)
+            [made] = await repo.list_grants(now=_now())
+
+            code, out, _ = await run_cli(capsys, *cfg, "grants", "list")
+            assert code == 0
+            assert made.id in out and "restart_service (same arguments only)" in out
+            assert "by U0APPROVER1" in out
+            code, out, _ = await run_cli(capsys, *cfg, "grants", "list", "--json")
+            [listed] = json.loads(out)
+            assert (listed["id"], listed["live"], listed["scope"]) == (
+                made.id,
+                True,
+                "same arguments",
+            )
+
+            code, _, err = await run_cli(capsys, *cfg, "grants", "revoke", made.id, "--as", "U0X")
+            assert code == 1 and "refused (not_allowed)" in err
+            code, _, err = await run_cli(
+                capsys, *cfg, "grants", "revoke", "grt_nope", "--as", "U0X"
+            )
+            assert code == 1 and "no grant grt_nope" in err
+            assert len(await repo.list_grants(now=_now())) == 1
+
+            code, out, _ = await run_cli(
+                capsys, *cfg, "grants", "revoke", made.id, "--as", "U0APPROVER2"
+            )
+            assert code == 0 and f"Revoked {made.id}" in out
+            code, _, err = await run_cli(
+                capsys, *cfg, "grants", "revoke", made.id, "--as", "U0APPROVER2"
+            )
+            assert code == 1 and "revoked by U0APPROVER2" in err
+            code, out, _ = await run_cli(capsys, *cfg, "grants", "list")
+            assert out.strip() == "No live standing grants."
+            code, out, _ = await run_cli(capsys, *cfg, "grants", "list", "--all")
+            assert "revoked by U0APPROVER2" in out
+
+            await ask(slack, calls(("restart_service", {"service": "web"})), thread)
+            assert len(live_cards(slack)) == 1, "asks again once revoked"
+    finally:
+        await repo.close()

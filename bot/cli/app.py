@@ -44,6 +44,8 @@ COMMANDS = {
     ("ask", ""): "ask:ask",
     ("waits", "list"): "waits:waits_list",
     ("waits", "complete"): "waits:waits_complete",
+    ("grants", "list"): "grants:grants_list",
+    ("grants", "revoke"): "grants:grants_revoke",
 }
 # The commands that may drive a run, and so reach a model: they load llm's plugins.
 DRIVE_RUNS = {

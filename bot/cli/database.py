@@ -24,6 +24,8 @@ NEEDS_A_DATABASE = {
     ("runs", "recover"),
     ("waits", "list"),
     ("waits", "complete"),
+    ("grants", "list"),
+    ("grants", "revoke"),
 }
 
 

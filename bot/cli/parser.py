@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from bot.cli.grants import add_grants_commands
 from bot.cli.waits import add_waits_commands
 from bot.logs import LOG_FORMAT_ENV, LOG_FORMATS
 
@@ -23,6 +24,7 @@ COMMANDS_WITH_SUBCOMMANDS = {
     "approvals": "approvals_command",
     "runs": "runs_command",
     "waits": "waits_command",
+    "grants": "grants_command",
 }
 
 
@@ -146,8 +148,15 @@ def build_parser() -> _Parser:
     )
 
     waits = add_waits_commands(commands, list_limit)
+    grants = add_grants_commands(commands, list_limit, USER_ID)
     _add_slack_commands(commands)
-    parser.subcommand_parsers = {"db": db, "approvals": approvals, "runs": runs, "waits": waits}
+    parser.subcommand_parsers = {
+        "db": db,
+        "approvals": approvals,
+        "runs": runs,
+        "waits": waits,
+        "grants": grants,
+    }
     _global_options_everywhere(parser)
     return parser
 
