@@ -81,6 +81,9 @@ def grant_refusal(policy: Policy | None, approval: Approval) -> str | None:
     tool = approval.tool_name
     if approval.kind != "approval" or policy is None or policy.grant_max is None:
         return f"Standing grants are not allowed for `{tool}`: approve this call alone."
+    if not (approval.channel and approval.thread_ts):
+        # A grant is scoped to a Slack thread; a run from the command line has none.
+        return f"This `{tool}` call is not in a Slack thread: no grant can cover later calls."
     effective = effective_policy(
         policy, approval.arguments, requester=approval.requester, channel=approval.channel
     )

@@ -127,3 +127,24 @@ async def test_a_grant_is_judged_by_the_policy_now(repo: Repository) -> None:
     outcome = await moved.start(request(calls(("held_restart", {"service": "web"}))))
     assert outcome.status == "paused"
     assert len(executed("held_restart")) == 3, "none of the later calls ran under the grant"
+
+
+async def test_a_call_outside_a_slack_thread_cannot_be_granted(runner: Runner) -> None:
+    from bot.runner import Request
+
+    config = held_config(grant_max="1h")
+    runner = Runner(runner.repo, config, worker_id="worker-a", clock=Clock())
+    paused = await runner.start(
+        Request(text=calls(("held_restart", {"service": "web"})), requester="U0REQUESTER")
+    )
+    [approval] = paused.new_approvals
+    with pytest.raises(DecisionRefused, match="not in a Slack thread"):
+        await approve_and_grant(
+            runner,
+            approval.id,
+            actor="U0APPROVER1",
+            duration=timedelta(minutes=5),
+            same_arguments=False,
+        )
+    assert (await runner.repo.get_approval(approval.id)).status == "pending"  # type: ignore[union-attr]
+    assert await runner.repo.list_grants(now=T0) == []
