@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from bot.config import Config
 from bot.grants import approve_and_grant
 from bot.runner import DecisionRefused, Runner
 from storage.repository import Repository
@@ -24,7 +25,7 @@ def _fresh_hold() -> None:
     held_tools.STATUS_HOLD = held_tools.Hold()
 
 
-def held_config(**held_policy: object) -> object:
+def held_config(**held_policy: object) -> Config:
     return make_config(
         tools=[*BASE_CONFIG["tools"], "tests.held_tools:held_restart"],
         policies={
@@ -148,3 +149,12 @@ async def test_a_call_outside_a_slack_thread_cannot_be_granted(runner: Runner) -
         )
     assert (await runner.repo.get_approval(approval.id)).status == "pending"  # type: ignore[union-attr]
     assert await runner.repo.list_grants(now=T0) == []
+
+
+def test_grant_max_is_a_duration_checked_at_start_up() -> None:
+    from bot.config import ConfigError
+
+    assert held_config(grant_max="90m").policies["held_restart"].grant_max == timedelta(minutes=90)
+    assert held_config().policies["held_restart"].grant_max is None
+    with pytest.raises(ConfigError, match=r"policies\.held_restart\.grant_max: 'soon'"):
+        held_config(grant_max="soon")
