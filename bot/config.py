@@ -50,8 +50,19 @@ TOP_LEVEL_KEYS = {
     "public_url",
     "max_retry_wait",
     "max_retry_attempts",
+    "approver_dm_limit",
 }
-POLICY_KEYS = {"approval", "approvers", "allow_self_approval", "ttl", "on_expiry", "grant_max"}
+POLICY_KEYS = {
+    "approval",
+    "approvers",
+    "allow_self_approval",
+    "ttl",
+    "on_expiry",
+    "remind_after",
+    "escalate_after",
+    "escalate_to",
+    "grant_max",
+}
 # The built-in ask_user tool's section: who may answer, how long a question stays open.
 ASK_USER = "ask_user"
 ASK_USER_KEYS = {"answerers", "ttl", "on_expiry"}
@@ -104,6 +115,8 @@ class Config:
     max_retry_wait: timedelta = timedelta(days=1)
     # How many times one call may be retried; its next RetryAt is a tool error ("gave up").
     max_retry_attempts: int = 5
+    # Most members of one user group that get a DM copy of a card (handlers.reach).
+    approver_dm_limit: int = 25
     source: str = "(defaults)"
 
     def question_policy(self) -> Policy:
@@ -221,6 +234,7 @@ def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None
     if "max_retry_wait" in data:
         config.max_retry_wait = parse_duration(data["max_retry_wait"], "max_retry_wait")
     config.max_retry_attempts = _count(data, "max_retry_attempts", config.max_retry_attempts)
+    config.approver_dm_limit = _count(data, "approver_dm_limit", config.approver_dm_limit)
     ask_user = data.get("ask_user", True)
     if not isinstance(ask_user, bool):
         raise ConfigError("ask_user: must be true or false")
@@ -316,6 +330,7 @@ def _policies(raw: Any, default_ttl: timedelta, tool_names: set[str]) -> dict[st
             if "grant_max" in section
             else None
         )
+        remind_after, escalate_after, escalate_to = _reach(section, key)
         policies[tool_name] = Policy(
             approval=approval,
             approvers=[a.strip() for a in approvers],
@@ -323,5 +338,32 @@ def _policies(raw: Any, default_ttl: timedelta, tool_names: set[str]) -> dict[st
             ttl=ttl,
             on_expiry=on_expiry,
             grant_max=grant_max,
+            remind_after=remind_after,
+            escalate_after=escalate_after,
+            escalate_to=escalate_to,
         )
     return policies
+
+
+def _reach(
+    section: dict[str, Any], key: str
+) -> tuple[timedelta | None, timedelta | None, list[str]]:
+    """remind_after, escalate_after and escalate_to of one policy (issue 8's reach)."""
+    remind_after = escalate_after = None
+    if "remind_after" in section:
+        remind_after = parse_duration(section["remind_after"], f"{key}.remind_after")
+    if "escalate_after" in section:
+        escalate_after = parse_duration(section["escalate_after"], f"{key}.escalate_after")
+    escalate_to = section.get("escalate_to", [])
+    if not isinstance(escalate_to, list) or not all(
+        isinstance(a, str) and a.strip() for a in escalate_to
+    ):
+        raise ConfigError(f"{key}.escalate_to: must be a list of Slack user or user-group ids")
+    escalate_to = [a.strip() for a in escalate_to]
+    if escalate_after is not None and not escalate_to:
+        raise ConfigError(
+            f"{key}.escalate_after: needs escalate_to, the people or groups to add as approvers"
+        )
+    if escalate_to and escalate_after is None:
+        raise ConfigError(f"{key}.escalate_to: needs escalate_after, when to add them")
+    return remind_after, escalate_after, escalate_to

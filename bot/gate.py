@@ -382,6 +382,9 @@ def _draft(
         allow_self_approval=policy.allow_self_approval,
         on_expiry=policy.on_expiry,
         expires_at=now + policy.ttl,
+        remind_at=now + policy.remind_after if policy.remind_after else None,
+        escalate_at=now + policy.escalate_after if policy.escalate_after else None,
+        escalate_to=tuple(policy.escalate_to),
     )
 
 

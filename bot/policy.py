@@ -23,6 +23,11 @@ class Policy:
     # Standing grants (bot/grants.py): the longest an approver may allow this tool in a
     # thread without asking again; None: no grants.
     grant_max: timedelta | None = None
+    # The approvers' reach (handlers.reach): one reminder to those who have not acted, and
+    # one escalation that adds ``escalate_to`` to the approvers.
+    remind_after: timedelta | None = None
+    escalate_after: timedelta | None = None
+    escalate_to: list[str] = field(default_factory=list)
 
 
 def refusal_reason(

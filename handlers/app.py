@@ -20,7 +20,15 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from yarl import URL
 
-from handlers import grant_listeners, home, listeners, oauth, payloads, question_listeners
+from handlers import (
+    grant_listeners,
+    home,
+    listeners,
+    oauth,
+    payloads,
+    question_listeners,
+    reach,
+)
 from handlers.services import Services, SlackSettings
 
 log = logging.getLogger(__name__)
@@ -69,6 +77,7 @@ def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
     question_listeners.register(app, services)
     grant_listeners.register(app, services)
     home.register(app, services)
+    services.reach = reach.register(services)
     if settings.oauth:
         oauth.register_uninstall(app, services)
     return app

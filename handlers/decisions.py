@@ -61,6 +61,14 @@ async def approval_clicked_here(
 ) -> Approval | None:
     """The approval a click names, or None (and the clicker told) when it is not from here."""
     approval = await services.repo.get_approval(approval_id)
+    # A DM copy of its card (handlers.reach) acts as the card: a click there is "here".
+    if (
+        approval is not None
+        and place.channel
+        and _elsewhere(approval, place)
+        and await services.repo.is_copy_channel(approval.id, place.channel)
+    ):
+        place = ClickPlace(team=place.team, channel=approval.channel)
     if approval is None or _elsewhere(approval, place):
         await tell(NOT_HERE)
         return None
@@ -186,7 +194,7 @@ async def _settle_from_slack(
             approval = await approval_clicked_here(services, approval_id, place, tell=tell)
             if approval is None:
                 return
-            if clicked is not None and not approval.card_ts:
+            if clicked is not None and not approval.card_ts and clicked[0] == approval.channel:
                 await services.repo.adopt_card(approval_id, channel=clicked[0], ts=clicked[1])
             team = approval.team_id
             groups = await services.groups.groups_of(actor, approval.approvers, team=team)

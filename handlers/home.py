@@ -5,10 +5,14 @@
 and no response URL, so what a list would answer ephemerally shows at the top of the Home.
 
 The Home is refreshed when something changes for the person (a card posted or edited for
-an approval they asked for, may decide, or decided), for people who opened their Home since
-this process started. Refreshes are debounced (``DEBOUNCE`` seconds, so a burst of changes
-publishes once) and paced per workspace (``PUBLISH_INTERVAL``: views.publish is Tier 4,
-about 100 a minute).
+an approval they asked for, may decide, or decided), for people who ever opened their Home.
+Both are durable (``home_viewers``, ``home_dirty`` in :mod:`storage.reach`), so a change made
+by one replica refreshes a Home opened through another: the replica that made the change
+marks the Homes it touches and publishes them after ``DEBOUNCE`` seconds (so a burst of
+changes publishes once), claiming each first so only one replica publishes it; every
+replica's sweeper publishes the marks left longer than ``STALE_MARK`` (their replica died).
+Publishes are paced per workspace (``PUBLISH_INTERVAL``: views.publish is Tier 4, about 100
+a minute).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -30,6 +35,8 @@ from storage.repository import DATABASE_FAILURES, PendingFilter
 log = logging.getLogger(__name__)
 
 DEBOUNCE = 1.0  # seconds a refresh waits for more changes
+# A Home marked this long ago and still not published: its replica died; any sweep does it.
+STALE_MARK = timedelta(seconds=10)
 PUBLISH_INTERVAL = 0.6  # seconds between two publishes in one workspace (Tier 4)
 # A click's answer stays at the top of the Home this long, through refreshes.
 NOTICE_SECONDS = 60.0
@@ -39,19 +46,24 @@ NO_CHANNEL = ""  # "anyone may decide" approvals never show outside their own ch
 
 
 class HomeTabs:
-    """Publishes Homes; remembers who opened theirs (per process) to refresh them."""
+    """Publishes Homes; refreshes those of people who opened theirs (a durable list)."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.viewers: dict[str, set[str]] = {}  # team -> users who opened their Home
         self._scheduled: set[tuple[str, str]] = set()
         self._next_publish: dict[str, float] = {}
         self._pacing: dict[str, asyncio.Lock] = {}
         self._notices: dict[tuple[str, str], tuple[float, str]] = {}  # -> (until, text)
 
-    def opened(self, team: str, user: str) -> None:
-        self.viewers.setdefault(team, set()).add(user)
+    async def opened(self, team: str, user: str) -> None:
+        """``user`` opened their Home: remember it (every replica refreshes it from now
+        on) and publish it."""
         self._notices.pop((team, user), None)  # read: opening the Home starts afresh
+        try:
+            await self.services.repo.saw_home(team, user, now=utcnow())
+        except DATABASE_FAILURES as exc:
+            log.error("home of %s: not remembered (%s)", user, exc)
+        await self.publish(team, user)
 
     def _notice(self, team: str, user: str, new: str | None) -> str | None:
         key = (team, user)
@@ -65,14 +77,22 @@ class HomeTabs:
 
     def changed(self, approval: Approval) -> None:
         """An approval changed: refresh the Homes it shows on (debounced)."""
-        viewers = self.viewers.get(approval.team_id)
-        if not viewers:
+        self.services.background.spawn(self._mark(approval), name=f"home marks {approval.id}")
+
+    async def _mark(self, approval: Approval) -> None:
+        team = approval.team_id
+        try:
+            viewers = await self.services.repo.home_viewers(team)
+            concerned = {approval.requester, approval.decided_by, *approval.approvers}
+            if any(a.startswith("S") for a in approval.approvers):
+                concerned |= viewers  # group members: who they are would cost a lookup each
+            users = concerned & viewers
+            await self.services.repo.mark_homes(team, users, now=utcnow())
+        except DATABASE_FAILURES as exc:
+            log.error("approval %s: Homes not marked for a refresh (%s)", approval.id, exc)
             return
-        concerned = {approval.requester, approval.decided_by, *approval.approvers}
-        if any(a.startswith("S") for a in approval.approvers):
-            concerned |= viewers  # group members: who they are would cost a lookup each
-        for user in concerned & viewers:
-            self.schedule(approval.team_id, user)
+        for user in users:
+            self.schedule(team, user)
 
     def schedule(self, team: str, user: str) -> None:
         key = (team, user)
@@ -84,7 +104,24 @@ class HomeTabs:
     async def _refresh(self, team: str, user: str) -> None:
         await asyncio.sleep(DEBOUNCE)
         self._scheduled.discard((team, user))
+        await self._publish_marked(team, user, before=utcnow())
+
+    async def _publish_marked(self, team: str, user: str, *, before: datetime) -> None:
+        """Publish a marked Home if this replica wins its mark (another may have)."""
+        try:
+            if not await self.services.repo.claim_home(team, user, before=before):
+                return
+        except DATABASE_FAILURES as exc:
+            log.error("home of %s: not refreshed (%s)", user, exc)
+            return
         await self.publish(team, user)
+
+    async def publish_dirty(self) -> None:
+        """The sweeper's part: publish the Homes marked long ago and left (their replica
+        died before it published them)."""
+        before = utcnow() - STALE_MARK
+        for team, user in await self.services.repo.dirty_homes(before=before):
+            await self._publish_marked(team, user, before=before)
 
     async def _paced(self, team: str) -> None:
         lock = self._pacing.setdefault(team, asyncio.Lock())
@@ -221,7 +258,6 @@ def register(app: AsyncApp, services: Services) -> HomeTabs:
         team, user = body.get("team_id") or "", event.get("user")
         if not isinstance(user, str) or not user:
             return
-        home.opened(team, user)
-        services.background.spawn(home.publish(team, user), name=f"home {team}/{user}")
+        services.background.spawn(home.opened(team, user), name=f"home {team}/{user}")
 
     return home

@@ -41,7 +41,7 @@ from storage.repository import Repository
 log = logging.getLogger(__name__)
 
 # The bot scopes the install asks for: manifest.yml's.
-BOT_SCOPES = ["app_mentions:read", "chat:write", "commands", "usergroups:read"]
+BOT_SCOPES = ["app_mentions:read", "chat:write", "commands", "im:write", "usergroups:read"]
 STATE_LIFETIME = timedelta(minutes=10)
 UNINSTALLED = "the app was uninstalled from this workspace"
 

@@ -30,6 +30,7 @@ from bot.clock import utcnow
 from bot.runner import RunOutcome
 from handlers.blocks import escape, split_for_slack
 from handlers.pause_blocks import render_card, waiting_text
+from handlers.reach_blocks import copy_blocks, reach_blocks
 from handlers.workspaces import WorkspaceClients
 from storage.models import Approval, Run
 from storage.repository import Repository
@@ -64,10 +65,17 @@ class Publisher:
         self.clients = clients or WorkspaceClients(client)
         # Told of every approval whose card is posted or edited (the App Home refreshes).
         self.on_change: Callable[[Approval], None] | None = None
+        # Told once a card was posted (or tried): its DM copies go out (handlers.reach).
+        self.on_card_posted: Callable[[Approval], None] | None = None
         # Adds to an approval card what other rows say (standing grants: handlers.grant_listeners).
         self.decorate_card: (
             Callable[[Approval, list[dict[str, Any]]], Awaitable[list[dict[str, Any]]]] | None
         ) = None
+
+    async def card_content(self, approval: Approval) -> tuple[str, list[dict[str, Any]]]:
+        """An approval's card as it stands: with what other rows add (grants, escalation)."""
+        text, blocks = await self._render(approval)
+        return text, blocks + reach_blocks(approval, await self.repo.reach_of(approval.id))
 
     async def _render(self, approval: Approval) -> tuple[str, list[dict[str, Any]]]:
         text, blocks = render_card(approval)
@@ -234,8 +242,10 @@ class Publisher:
                 approval.channel,
                 exc,
             )
-            return
-        await self.repo.set_card(approval.id, channel=response["channel"], ts=response["ts"])
+        else:
+            await self.repo.set_card(approval.id, channel=response["channel"], ts=response["ts"])
+        if self.on_card_posted is not None:
+            self.on_card_posted(approval)
 
     async def post_missing_cards(self) -> int:
         """The outbox: post the cards no worker posted (the sweeper calls this)."""
@@ -274,15 +284,19 @@ class Publisher:
         places = []
         if approval.card_ts and approval.card_channel:
             places.append((approval.card_channel, approval.card_ts))
+        # Its DM copies (handlers.reach), wherever they were posted from.
+        copies = {(c.channel, c.ts) for c in await self.repo.approval_messages(approval.id)}
+        places += sorted(copies - set(places))
         if clicked is not None and clicked not in places:
             places.append(clicked)
         if not places:
             return
-        text, blocks = await self._render(approval)
+        text, blocks = await self.card_content(approval)
         for channel, ts in places:
+            shown = copy_blocks(approval) + blocks if (channel, ts) in copies else blocks
             try:
                 client = await self._client(approval.team_id)
-                await client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+                await client.chat_update(channel=channel, ts=ts, text=text, blocks=shown)
             except SLACK_FAILURES as exc:
                 log.error("approval %s: could not update its card: %s", approval.id, exc)
 
@@ -309,6 +323,7 @@ def _card_state(approval: Approval) -> tuple[object, ...]:
         approval.reason,
         approval.result,
         approval.card_ts,
+        tuple(approval.approvers),
     )
 
 

@@ -28,6 +28,7 @@ from storage.repository import Repository
 
 if TYPE_CHECKING:
     from handlers.home import HomeTabs
+    from handlers.reach import Reach
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +213,7 @@ class Services:
     background: BackgroundTasks
     clients: WorkspaceClients
     home: HomeTabs | None = None  # the App Home, once the bolt app registers it
+    reach: Reach | None = None  # DM copies, reminders, escalations (handlers.reach)
     ack_time_limit: float = ACK_TIME_LIMIT
     decision_time_limit: float = DECISION_TIME_LIMIT
 

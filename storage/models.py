@@ -270,3 +270,8 @@ class Grant(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     # Set once, when its expiry was first noticed (and audited as ``grant_expired``).
     expiry_noticed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+# The reach tables (DM copies, reminders, escalations, App Home refreshes) live in their own
+# module; imported here so that Base.metadata (Alembic, the schema check) knows them.
+from storage import reach_models as _reach_models  # noqa: E402,F401

@@ -72,6 +72,10 @@ class ApprovalDraft:
     due_at: datetime | None = None
     token_hash: str | None = None
     adopt: bool = False
+    # The policy's reminder and escalation, snapshotted (storage.reach).
+    remind_at: datetime | None = None
+    escalate_at: datetime | None = None
+    escalate_to: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from storage.home import HomeStore
 from storage.installations import InstallationStore
 from storage.limits import DATABASE_FAILURES, DatabaseBusy, time_limit
 from storage.pauses import PauseStore
+from storage.reach import ReachStore
 from storage.records import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
@@ -103,10 +104,17 @@ WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
 
 
 class Repository(
-    RunStore, ApprovalStore, PauseStore, EventStore, InstallationStore, HomeStore, GrantStore
+    RunStore,
+    ApprovalStore,
+    PauseStore,
+    EventStore,
+    InstallationStore,
+    HomeStore,
+    GrantStore,
+    ReachStore,
 ):
     """Every transaction approval-bot makes, by aggregate (runs, approvals and the other
-    pauses, events, Slack installs, App Home reads, standing grants)."""
+    pauses, events, Slack installs, App Home reads, standing grants, the approvers' reach)."""
 
     def __init__(self, database: Database | AsyncEngine) -> None:
         if isinstance(database, AsyncEngine):  # older callers built the engine themselves

@@ -11,6 +11,7 @@ from storage.db import Database, Mode, Tx, json_text
 from storage.limits import DATABASE_FAILURES
 from storage.models import Approval, Run
 from storage.pauses import ADOPT_CALLBACK
+from storage.reach import ReachPlan, insert_reach
 from storage.records import (
     FINISHED_RUN_STATUSES,
     ApprovalDraft,
@@ -247,6 +248,10 @@ class RunStore:
                     "The model's tool call id", len(draft.tool_call_id), TOOL_CALL_ID_LIMIT
                 )
 
+        reach_plans = {
+            d.id: ReachPlan(d.remind_at, d.escalate_at, tuple(d.escalate_to)) for d in drafts
+        }
+
         def body(tx: Tx) -> PauseOutcome:
             params = {"id": run_id, "worker": worker, "history": history_text, "now": now}
             # First statement: its UPDATE of the run takes the run's lock (see LOCK_RUN), and
@@ -315,6 +320,7 @@ class RunStore:
             if rows:
                 tx.executemany(INSERT_APPROVAL, [APPROVALS.params(r) for r in rows])
                 tx.executemany(INSERT_APPROVER, approver_rows(rows))
+                insert_reach(tx, rows, reach_plans)
             tx.executemany(INSERT_AUDIT, audits)
             waiting = [APPROVALS.build(r) for r in rows] + [
                 a for a in adopted if a.status == "pending"

@@ -40,10 +40,26 @@ class Harness:
         return self.server.thread(CHANNEL, reply.message.thread_ts or reply.message.ts)
 
     def cards(self) -> list[Message]:
+        """The cards in channels (DM copies are :meth:`dm_cards`)."""
+        dms = set(self.server.dm_channels.values())
         return [
             m
             for m in self.server.messages
-            if any(b.get("block_id") == "approval_summary" for b in m.blocks)
+            if m.channel not in dms
+            and any(b.get("block_id") == "approval_summary" for b in m.blocks)
+        ]
+
+    def dm_cards(self, user: str | None = None) -> list[Message]:
+        """The DM copies of cards (to ``user``, or to anyone)."""
+        dms = (
+            set(self.server.dm_channels.values())
+            if user is None
+            else {self.server.dm_channels.get(user)}
+        )
+        return [
+            m
+            for m in self.server.messages
+            if m.channel in dms and any(b.get("block_id") == "approval_summary" for b in m.blocks)
         ]
 
     def card_for(self, approval_id: str) -> Message:

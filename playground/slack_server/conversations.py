@@ -1,4 +1,5 @@
-"""``conversations.replies``: a thread as the bot reads it back."""
+"""``conversations.replies`` (a thread as the bot reads it back) and ``conversations.open``
+(the bot's DM with a person)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,27 @@ class ConversationsMixin:
 
     A mixin of ``SlackServer``, whose ``__init__`` sets the state it uses.
     """
+
+    dm_channels: dict[str, str]  # user -> the bot's DM channel with them
+
+    def _api_conversations_open(self, args: Json) -> Json:
+        """The bot's direct message channel with one person, as Slack answers it: the same
+        ``D…`` id every time (``already_open`` after the first)."""
+        users = str(args.get("users") or "").strip()
+        if not users:
+            raise _ApiError("users_list_not_supplied")
+        if "," in users:
+            raise _ApiError("not_enough_users")  # a group DM: the bot never opens one
+        already = users in self.dm_channels
+        channel = self.dm_channels.setdefault(users, "D" + users.lstrip("UW")[:10].ljust(8, "0"))
+        answer: Json = {"ok": True, "channel": {"id": channel}}
+        if already:
+            answer.update(no_op=True, already_open=True)
+        return answer
+
+    def dm_channel(self, user: str) -> str | None:
+        """The DM channel the bot opened with ``user``, if it did."""
+        return self.dm_channels.get(user)
 
     def _api_conversations_replies(self, args: Json) -> Json:
         channel = _arg(args, "channel", "channel_not_found")

@@ -189,7 +189,7 @@ class OAuthMixin:
         return {
             "ok": True,
             **self._issue_bot_token(workspace.team_id),
-            "scope": "app_mentions:read,chat:write,commands,usergroups:read",
+            "scope": "app_mentions:read,chat:write,commands,im:write,usergroups:read",
             "bot_user_id": workspace.bot_user_id,
             "app_id": self.app_id,
             "team": {"id": workspace.team_id, "name": workspace.domain},

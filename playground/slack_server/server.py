@@ -104,6 +104,7 @@ class SlackServer(
         self.ack_timeout = ACK_TIMEOUT_SECONDS
 
         self.messages: list[Message] = []
+        self.dm_channels: dict[str, str] = {}  # user -> the bot's DM channel (conversations.open)
         # (channel, ts) -> message: lookups stay O(1) with the tens of thousands of messages a
         # benchmark posts (a scan per Web API call made the double the bottleneck).
         self._by_ts: dict[tuple[str, str], Message] = {}
@@ -140,6 +141,7 @@ class SlackServer(
             "users.info": self._api_users_info,
             "usergroups.users.list": self._api_usergroups_users_list,
             "conversations.replies": self._api_conversations_replies,
+            "conversations.open": self._api_conversations_open,
             "apps.connections.open": self._api_apps_connections_open,
             "oauth.v2.access": self._api_oauth_v2_access,
             "views.publish": self._api_views_publish,

@@ -1,0 +1,201 @@
+"""Reach the approvers: a DM copy of each new card to every named approver, one reminder,
+one escalation. Slack calls only; what was sent and what is due lives in the database
+(:mod:`storage.reach`), so any replica edits every copy and nothing is sent twice.
+
+- DM copies: once a card is posted (in the background: never in the acknowledgement path nor
+  before the channel card), the sender claims the approval's copies, expands user groups
+  (``usergroups.users.list``, at most ``approver_dm_limit`` members each), opens a DM
+  (``conversations.open``) and posts the card to each approver but the requester, and records
+  each copy's (channel, ts). The sweeper sends the copies no live sender is sending; a copy
+  already recorded is never posted again. A sender that dies after Slack took a copy and
+  before its ts was stored may post that one copy twice (as the channel card's outbox).
+- ``remind_after``: the sweep that finds it due claims it (``reminded_at``, a conditional
+  UPDATE that also requires the approval still pending) and DMs each copy's recipient; an
+  approval with no copies gets a reply in its card's thread.
+- ``escalate_after``: the sweep claims it (``escalated_at``), adds ``escalate_to`` to the
+  approval's approvers in the same transaction (audited), edits the card and its copies
+  ("Escalated to … after 20 minutes") and DMs the added approvers.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from bot import logs
+from bot.clock import utcnow
+from handlers.blocks import escape, mention, slack_date
+from handlers.publish import SLACK_FAILURES
+from handlers.reach_blocks import copy_blocks
+from handlers.services import GroupLookupFailed, Services
+from storage.models import Approval
+from storage.reach import ReachState
+
+log = logging.getLogger(__name__)
+
+# How long a sender holds its claim on an approval's DM copies; then the sweeper may send.
+DM_CLAIM = timedelta(minutes=1)
+# The sweeper leaves copies this young to the worker that posted the card.
+DM_GRACE = timedelta(seconds=5)
+
+
+class Reach:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def card_posted(self, approval: Approval) -> None:
+        """A card was posted: send its DM copies in the background."""
+        if approval.kind != "approval":
+            return
+        self.services.background.spawn(self.send_copies(approval.id), name=f"dms {approval.id}")
+
+    @logs.bound_to("approval_id")
+    async def send_copies(self, approval_id: str) -> int:
+        """Post the approval's DM copies not posted yet; how many were posted."""
+        repo = self.services.repo
+        now = utcnow()
+        until = now + DM_CLAIM
+        claimed = await repo.claim_dms(approval_id, now=now, until=until)
+        if claimed is None:
+            return 0
+        approval, state = claimed
+        recipients = await self._recipients(approval, state)
+        done = {c.recipient for c in await repo.approval_messages(approval_id)}
+        text, blocks = await self.services.publisher.card_content(approval)
+        blocks = copy_blocks(approval) + blocks
+        posted = 0
+        for user in recipients:
+            if user in done:
+                continue
+            try:
+                client = await self.services.clients.for_team(approval.team_id)
+                opened = await client.conversations_open(users=user)
+                channel = opened["channel"]["id"]
+                response = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+            except SLACK_FAILURES as exc:
+                log.error("approval %s: could not DM its card to %s: %s", approval_id, user, exc)
+                continue
+            await repo.add_approval_message(
+                approval_id, recipient=user, channel=channel, ts=response["ts"], now=utcnow()
+            )
+            posted += 1
+        await repo.dms_sent(approval_id, now=utcnow(), until=until)
+        latest = await repo.get_approval(approval_id)
+        if posted and latest is not None and latest.status != "pending":
+            # Decided while the copies went out: they show the decision too.
+            await self.services.publisher.refresh_card(approval_id)
+        return posted
+
+    async def _recipients(self, approval: Approval, state: ReachState) -> list[str]:
+        """Named approvers (escalated ones too), groups expanded and capped, never the
+        requester, each once."""
+        names = list(approval.approvers)
+        if state.escalated_at is not None:
+            names += [a for a in state.escalate_to if a not in names]
+        limit = self.services.config.approver_dm_limit
+        users: list[str] = []
+        for name in names:
+            if not name.startswith("S"):
+                users.append(name)
+                continue
+            try:
+                members = sorted(await self.services.groups.members(name, team=approval.team_id))
+            except GroupLookupFailed as exc:
+                log.error("approval %s: no DMs to group %s: %s", approval.id, name, exc)
+                continue
+            if len(members) > limit:
+                log.warning(
+                    "approval %s: group %s has %d members; DMing the first %d "
+                    "(approver_dm_limit); the others see the card in its channel",
+                    approval.id,
+                    name,
+                    len(members),
+                    limit,
+                )
+                await self.services.repo.audit_reach(
+                    approval.id,
+                    "approval_dms_capped",
+                    now=utcnow(),
+                    group=name,
+                    members=len(members),
+                    limit=limit,
+                )
+                await self._say_in_thread(
+                    approval,
+                    f":information_source: {mention(name)} has {len(members)} members: I sent "
+                    f"this card to the first {limit} by DM (`approver_dm_limit`); the others "
+                    "can decide here.",
+                )
+                members = members[:limit]
+            users.extend(members)
+        return [u for u in dict.fromkeys(users) if u != approval.requester]
+
+    async def _say_in_thread(self, approval: Approval, text: str) -> None:
+        try:
+            client = await self.services.clients.for_team(approval.team_id)
+            await client.chat_postMessage(
+                channel=approval.card_channel or approval.channel,
+                thread_ts=approval.card_ts or approval.thread_ts or None,
+                text=text,
+            )
+        except SLACK_FAILURES as exc:
+            log.error("approval %s: could not post in its thread: %s", approval.id, exc)
+
+    # -- what comes due: called by every replica's sweeper -------------------------------
+
+    async def due(self) -> None:
+        """Send the DM copies no live sender is sending; send the reminders and
+        escalations that have come due (each claimed first: once across replicas)."""
+        now = utcnow()
+        repo = self.services.repo
+        for approval_id in await repo.escalations_due(now):
+            await self.escalate(approval_id)
+        for approval_id in await repo.claim_reminders(now):
+            await self.remind(approval_id)
+        for approval_id in await repo.dms_to_send(now, created_before=now - DM_GRACE):
+            await self.send_copies(approval_id)
+
+    @logs.bound_to("approval_id")
+    async def remind(self, approval_id: str) -> None:
+        """The one reminder of a claimed approval (see ``claim_reminders``)."""
+        repo = self.services.repo
+        approval = await repo.get_approval(approval_id)
+        if approval is None or approval.status != "pending":
+            return  # decided between the claim and now: no reminder after a decision
+        text = (
+            f":bell: Reminder: `{escape(approval.tool_name)}`, asked by "
+            f"{mention(approval.requester)} in <#{approval.channel}>, still waits for your "
+            f"decision (expires {slack_date(approval.expires_at)})."
+        )
+        copies = await repo.approval_messages(approval_id)
+        reminded: list[str] = []
+        for copy in copies:
+            try:
+                client = await self.services.clients.for_team(approval.team_id)
+                await client.chat_postMessage(channel=copy.channel, text=text)
+                reminded.append(copy.recipient)
+            except SLACK_FAILURES as exc:
+                log.error("approval %s: no reminder to %s: %s", approval_id, copy.recipient, exc)
+        if not copies:
+            named = " ".join(mention(a) for a in approval.approvers)
+            await self._say_in_thread(
+                approval,
+                f":bell: {named + ': ' if named else ''}this still waits for a decision "
+                f"(expires {slack_date(approval.expires_at)}).",
+            )
+            reminded = list(approval.approvers) or ["(channel)"]
+        await repo.audit_reach(approval_id, "approval_reminder_sent", now=utcnow(), to=reminded)
+
+    @logs.bound_to("approval_id")
+    async def escalate(self, approval_id: str) -> None:
+        escalation = await self.services.repo.escalate(approval_id, now=utcnow())
+        if escalation is None:
+            return  # escalated elsewhere, decided, or expired
+        await self.services.publisher.refresh_card(approval_id)
+        await self.send_copies(approval_id)
+
+
+def register(services: Services) -> Reach:
+    reach = Reach(services)
+    services.publisher.on_card_posted = reach.card_posted
+    return reach
