@@ -23,7 +23,7 @@ class ConversationsMixin:
         if "," in users:
             raise _ApiError("not_enough_users")  # a group DM: the bot never opens one
         already = users in self.dm_channels
-        channel = self.dm_channels.setdefault(users, "D" + users.lstrip("UW")[:10].ljust(8, "0"))
+        channel = self.dm_channels.setdefault(users, "D" + users[1:])  # as app_home_opened says
         answer: Json = {"ok": True, "channel": {"id": channel}}
         if already:
             answer.update(no_op=True, already_open=True)
