@@ -210,4 +210,9 @@ async def test_a_worker_killed_before_posting_a_card_leaves_it_to_the_sweeper(
 
 
 def cards(slack: SlackServer) -> list[Any]:
-    return [m for m in slack.messages if "approval_summary" in json.dumps(m.blocks)]
+    """The channel's cards (not their DM copies to approvers)."""
+    return [
+        m
+        for m in slack.messages
+        if m.channel == CHANNEL and "approval_summary" in json.dumps(m.blocks)
+    ]
