@@ -265,3 +265,19 @@ def test_reach_keys_are_read() -> None:
     assert restart.escalate_to == [BOSS, GROUP]
     assert config.approver_dm_limit == 5
     assert make_config().approver_dm_limit == 25
+
+
+async def test_dm_copies_show_an_expiry_too(repo: Repository) -> None:
+    config = make_config(policies=policy(ttl="15m"))
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(config, repo) as slack:
+            await slack.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+            [copy] = slack.dm_cards(APPROVER)
+            clock.tick(timedelta(minutes=16))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            assert not has_buttons(copy) and "Expired*" in json.dumps(copy.blocks)
+            # An expired approval is reminded of and escalated never, and DMed no more.
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            assert len(slack.dm_cards()) == 1 and reminders_to(slack, APPROVER) == []
