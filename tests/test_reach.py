@@ -4,6 +4,7 @@ storage against our Slack server, on SQLite and PostgreSQL; freezegun moves the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from typing import Any
@@ -281,3 +282,28 @@ async def test_dm_copies_show_an_expiry_too(repo: Repository) -> None:
             await sweep_once(slack.bot.services)
             await slack.settle()
             assert len(slack.dm_cards()) == 1 and reminders_to(slack, APPROVER) == []
+
+
+async def test_two_replicas_sweeping_at_once_remind_and_escalate_once(repo: Repository) -> None:
+    config = make_config(
+        policies=policy(remind_after="10m", escalate_after="10m", escalate_to=[BOSS], ttl="1h")
+    )
+    with freeze_time(START, real_asyncio=True) as clock:
+        server = SlackServer(signing_secret=SECRET)
+        await server.start()
+        try:
+            async with (
+                running_bot(config, repo, server=server) as one,
+                running_bot(config, repo, server=server) as two,
+            ):
+                await two.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+                clock.tick(timedelta(minutes=11))
+                for _ in range(3):
+                    await asyncio.gather(sweep_once(one.bot.services), sweep_once(two.bot.services))
+                    await asyncio.gather(one.settle(), two.settle())
+                assert len(reminders_to(one, APPROVER)) == 1
+                assert len(one.dm_cards(APPROVER)) == 1 and len(one.dm_cards(BOSS)) == 1
+                assert len(await audit_events(repo, "approval_escalated")) == 1
+                assert len(await audit_events(repo, "approval_reminded")) == 1
+        finally:
+            await server.stop()
