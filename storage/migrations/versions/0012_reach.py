@@ -5,7 +5,7 @@ Only new tables: an older release ignores them, so the migration is safe to appl
 rolling deploy replaces it.
 
 Revision ID: 0012_reach
-Revises: 0007_oauth
+Revises: 0011_grants
 Create Date: 2026-11-30
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012_reach"
-down_revision = "0007_oauth"
+down_revision = "0011_grants"
 branch_labels = None
 depends_on = None
 
