@@ -356,14 +356,28 @@ def render_approvals_page(
     count_limit: int | None = None,
     now: datetime,
     permalinks: dict[str, str],
+    settled: Approval | None = None,
 ) -> tuple[str, list[Block]]:
-    """One page of /approvals: each item with its buttons; a clear empty state."""
+    """One page of /approvals: each item with its buttons; a clear empty state.
+
+    ``settled``: an approval just decided from this list, kept in its place with its outcome
+    instead of its buttons (the list is edited in place after a decision, see list_refresh)."""
     titles = {
         "approve": "Waiting for your decision",
         "mine": "Your requests that are waiting",
         "all": "Everything waiting in this channel",
     }
     title = titles[view]
+    kept = _with_settled(approvals, settled)
+    if total == 0 and kept:
+        return f"{title}: 0", [
+            {
+                "type": "section",
+                "text": {"type": "mrkdwn", "text": f"*{title}*\nNothing else is waiting."},
+            },
+            *_list_items(kept, view, page, now, permalinks),
+            _help_context(),
+        ]
     if total == 0:
         empty = {
             "approve": "Nothing is waiting for your decision. :tada:",
@@ -385,8 +399,7 @@ def render_approvals_page(
             "text": {"type": "mrkdwn", "text": f"*{title}* ({first}–{last} of {shown_total})"},
         }
     ]
-    for approval in approvals:
-        blocks.extend(list_item(approval, now, permalinks.get(approval.id)))
+    blocks.extend(_list_items(kept, view, page, now, permalinks))
     navigation = []
     if page > 0:
         navigation.append(_button(PAGE, "Newer", json.dumps({"view": view, "page": page - 1})))
@@ -396,6 +409,45 @@ def render_approvals_page(
         blocks.append({"type": "actions", "block_id": "approvals_pages", "elements": navigation})
     blocks.append(_help_context())
     return f"{title}: {total}", blocks
+
+
+def _with_settled(approvals: list[Approval], settled: Approval | None) -> list[Approval]:
+    """The page's items with ``settled`` where it stood (newest first, as listed)."""
+    if settled is None or settled.kind not in (None, "approval"):
+        return approvals  # questions and waits are listed by pause_blocks, pending only
+    if any(a.id == settled.id for a in approvals):
+        return approvals
+    key = (settled.created_at, settled.id)
+    index = next((i for i, a in enumerate(approvals) if (a.created_at, a.id) < key), None)
+    return (
+        [*approvals[:index], settled, *approvals[index:]]
+        if index is not None
+        else [
+            *approvals,
+            settled,
+        ]
+    )
+
+
+def _list_items(
+    approvals: list[Approval], view: str, page: int, now: datetime, permalinks: dict[str, str]
+) -> list[Block]:
+    """Items of an /approvals page; their buttons' block_id names the list (view and page),
+    the one thing a click on an ephemeral message tells us about it."""
+    items: list[Block] = []
+    for approval in approvals:
+        for block in list_item(approval, now, permalinks.get(approval.id)):
+            if block.get("type") == "actions" and block.get("block_id"):
+                block = {**block, "block_id": list_block_id(view, page, block["block_id"])}
+            items.append(block)
+    return items
+
+
+LIST_BLOCK_PREFIX = "approvals_list"
+
+
+def list_block_id(view: str, page: int, block_id: str) -> str:
+    return f"{LIST_BLOCK_PREFIX}:{view}:{page}:{block_id}"
 
 
 def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[Block]:
@@ -423,7 +475,9 @@ def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[
             },
         },
         # Nobody approves arguments they could not read: offer the whole of them.
-        decision_buttons(approval, with_arguments_button=cut),
+        decision_buttons(approval, with_arguments_button=cut)
+        if approval.status == "pending"
+        else {"type": "section", "text": {"type": "mrkdwn", "text": outcome_text(approval)}},
     ]
 
 

@@ -101,9 +101,11 @@ async def decide_from_slack(
     place: ClickPlace,
     tell: Tell,
     clicked: CardPlace | None = None,
+    refresh_list: Callable[[str], Awaitable[None]] | None = None,
 ) -> None:
     """``clicked``: the card message the click came from (None from lists and modals
-    that do not know it); it is adopted as the card when none is on record, and settled."""
+    that do not know it); it is adopted as the card when none is on record, and settled.
+    ``refresh_list``: edits the /approvals list the click came from (handlers/list_refresh)."""
 
     async def decide(approval: Approval, groups: set[str]) -> Decision:
         return await services.runner.decide(
@@ -120,6 +122,7 @@ async def decide_from_slack(
         clicked=clicked,
         settle=decide,
         done=lambda approval: f"{verb} `{escape(approval.tool_name)}` ({approval.id}).",
+        refresh_list=refresh_list,
     )
 
 
@@ -184,6 +187,7 @@ async def _settle_from_slack(
     settle: Callable[[Approval, set[str]], Awaitable[Decision]],
     done: Callable[[Approval], str],
     resuming: str = RESUMING,
+    refresh_list: Callable[[str], Awaitable[None]] | None = None,
 ) -> None:
     """The one path of every click or form that settles a pause (a decision, an answer):
     check where it came from, who clicked, settle it exactly once, edit the card, tell the
@@ -215,14 +219,20 @@ async def _settle_from_slack(
         if expired.expiry is not None:
             await after_expiry(services, expired.expiry)
         await services.publisher.refresh_card(approval_id, clicked=clicked)
+        if refresh_list is not None:
+            await refresh_list(approval_id)
         return
     except DecisionRefused as refused:
         await tell(f":no_entry: {refused}")
         if refused.approval is not None and refused.approval.status != "pending":
             await services.publisher.refresh_card(approval_id, clicked=clicked)
+            if refresh_list is not None:
+                await refresh_list(approval_id)
         return
     failpoint("decision_stored")
     await services.publisher.refresh_card(approval_id, clicked=clicked)
+    if refresh_list is not None:
+        await refresh_list(approval_id)
     await tell(done(decision.approval))
     if decision.resume_claimed:
         await resume_and_publish(services, decision.approval.run_id, resuming)

@@ -33,8 +33,9 @@ from handlers.decisions import (
     refresh_settled_cards,
 )
 from handlers.interactions import click_place, clicked_card, json_object, teller
+from handlers.list_refresh import list_refresher, refresher_for_click
 from handlers.services import GroupLookupFailed, Services
-from storage.models import Run
+from storage.models import Approval, Run
 from storage.repository import (
     DATABASE_FAILURES,
     DuplicateEvent,
@@ -174,6 +175,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 place=click_place(body),
                 tell=teller(respond, services, body),
                 clicked=clicked_card(body),
+                refresh_list=refresher_for_click(services, body, action),
             ),
             name=f"approve {action.get('value')}",
         )
@@ -213,6 +215,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                     place=place,
                     tell=tell,
                     clicked=clicked_card(body),
+                    refresh_list=refresher_for_click(services, body, action),
                 ),
                 name=f"deny {approval_id}",
             )
@@ -241,6 +244,9 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
             "card_ts": (clicked_card(body) or ("", ""))[1],
             # The card's thread: the denial's notice lands there, as an approval's does.
             "thread_ts": approval.thread_ts or "",
+            # Denied from an /approvals list: which one, to edit it after (list_refresh).
+            "list_block": action.get("block_id") if place.channel is None else None,
+            "team_domain": (body.get("team") or {}).get("domain", ""),
         }
         # trigger_id lives 3 seconds: open the modal now, in the acknowledgement path.
         try:
@@ -293,6 +299,15 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
                 clicked=(channel, card_ts)
                 if channel and (card_ts := metadata.get("card_ts"))
                 else None,
+                refresh_list=list_refresher(
+                    services,
+                    block_id=metadata.get("list_block"),
+                    response_url=response_url,
+                    user=actor,
+                    team=team,
+                    domain=str(metadata.get("team_domain") or ""),
+                    channel=str(metadata.get("list_channel") or ""),
+                ),
             ),
             name=f"deny {metadata.get('approval_id')}",
         )
@@ -405,8 +420,15 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
 
 
 async def approvals_page(
-    services: Services, command: dict[str, Any], view: str, page: int
+    services: Services,
+    command: dict[str, Any],
+    view: str,
+    page: int,
+    *,
+    settled: Approval | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
+    """One page of a user's /approvals ``view``; ``settled``: an approval just decided from
+    it, kept in its place with its outcome."""
     user, team, channel = command["user_id"], command.get("team_id", ""), command["channel_id"]
     if view == "mine":
         where = PendingFilter(team_id=team, requester=user)
@@ -444,6 +466,7 @@ async def approvals_page(
         page_size=PAGE_SIZE,
         now=now,
         permalinks=permalinks,
+        settled=settled,
     )
 
 
