@@ -262,7 +262,8 @@ class ChannelPage:
             raise PageError(404, "that message is gone")
         action_id = str(body.get("action_id") or "")
         value = body.get("value")
-        click = self.server.click(
+        # What the person's screen showed, which may be a version the bot has since edited.
+        click = self.server.click_as_seen(
             user, message, action_id, value=None if value is None else str(value)
         )
         reply = await self._drive(click, "click")

@@ -136,6 +136,24 @@ class DeliveryMixin:
         payload, trigger_id, response_url = self._prepare_click(user, message, action_id, value)
         return await self._send_interactive(payload, trigger_id, response_url, **delivery)
 
+    async def click_as_seen(
+        self,
+        user: str,
+        message: Message,
+        action_id: str,
+        *,
+        value: str | None = None,
+        **delivery: Unpack[DeliveryOptions],
+    ) -> BotReply:
+        """``user`` clicks a button their screen shows, which may be out of date: one on the
+        message now or on an earlier version of it. Slack delivers a click on a stale message
+        to the app (the app answers it, "Already approved by @bo"); a button the message never
+        had raises LookupError, as with ``click``."""
+        payload, trigger_id, response_url = self._prepare_click(
+            user, message, action_id, value, as_seen=True
+        )
+        return await self._send_interactive(payload, trigger_id, response_url, **delivery)
+
     async def select(
         self,
         user: str,

@@ -13,14 +13,24 @@ import secrets
 from playground.slack_server.records import VERIFICATION_TOKEN, Json, Message, OpenView, _random_id
 
 
-def _find_button(message: Message, action_id: str, value: str | None) -> tuple[str, Json]:
-    """The one button with that action_id (and value) actually on the message."""
-    matches = [
-        (block_id, element)
-        for block_id, element in message.buttons()
-        if element.get("action_id") == action_id
-        and (value is None or element.get("value") == value)
-    ]
+def _find_button(
+    message: Message, action_id: str, value: str | None, *, as_seen: bool = False
+) -> tuple[str, Json]:
+    """The one button with that action_id (and value) actually on the message; ``as_seen``:
+    or on an earlier version of it (the newest such), which a stale screen still shows."""
+
+    def matching(buttons: list[tuple[str, Json]]) -> list[tuple[str, Json]]:
+        return [
+            (block_id, element)
+            for block_id, element in buttons
+            if element.get("action_id") == action_id
+            and (value is None or element.get("value") == value)
+        ]
+
+    matches = matching(list(message.buttons()))
+    if not matches and as_seen:
+        former = matching([(str(b), e) for b, e in reversed(message.former_buttons)])
+        matches = former[:1]
     if not matches:
         shown = [(e.get("action_id"), e.get("value")) for _, e in message.buttons()]
         raise LookupError(f"no button {action_id!r} (value={value!r}) on message; it has {shown}")
@@ -188,10 +198,10 @@ class PayloadsMixin:
         return current
 
     def _prepare_click(
-        self, user: str, message: Message, action_id: str, value: str | None
+        self, user: str, message: Message, action_id: str, value: str | None, as_seen: bool = False
     ) -> tuple[Json, str, str]:
         current = self._visible_message(user, message)
-        block_id, element = _find_button(current, action_id, value)
+        block_id, element = _find_button(current, action_id, value, as_seen=as_seen)
         return self._prepare_action(user, current, block_id, element)
 
     def _prepare_action(

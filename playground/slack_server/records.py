@@ -80,6 +80,9 @@ class Message:
     edited: bool = False
     edited_ts: str | None = None
     client_msg_id: str | None = None
+    # Buttons earlier versions showed ([block_id, element]): a person whose screen is not
+    # up to date yet can still click one, and Slack delivers that click (see click_as_seen).
+    former_buttons: list[list[Any]] = field(default_factory=list)
 
     @property
     def is_ephemeral(self) -> bool:

@@ -8,6 +8,7 @@ the messages (in posting order, optionally on disk for the playground).
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import itertools
 import json
@@ -332,5 +333,8 @@ class SlackServer(
         return self._add_message(channel, bot_user, text, blocks, bot=True, **kw)
 
     def _edit(self, message: Message, text: str, blocks: list[Json]) -> None:
+        for block_id, element in message.buttons():
+            if [block_id, element] not in message.former_buttons:
+                message.former_buttons.append([block_id, copy.deepcopy(element)])
         message.text, message.blocks = text, blocks
         message.edited, message.edited_ts = True, self._next_ts()
