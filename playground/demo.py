@@ -15,12 +15,12 @@ import re
 import sqlite3
 import threading
 import urllib.request
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import Any
 
 import llm
-from llm.parts import TextPart, ToolResultPart
+from llm.parts import TextPart, ToolCallPart, ToolResultPart
 
 from bot.pauses import WaitForCallback, callback_url
 
@@ -59,9 +59,12 @@ class DemoModel(llm.AsyncModel):
         ]
         text = ""
         if last_user >= 0:
-            text = "".join(p.text for p in messages[last_user].parts if isinstance(p, TextPart))
+            text = _text_of(messages[last_user])
+        # What the thread said before, newest first: "now restart it" means its service.
+        earlier = [_said(m) for m in reversed(messages[: max(last_user, 0)])]
+        can_ask = any(getattr(t, "name", None) == "ask_user" for t in prompt.tools or [])
         if results:
-            follow_up = after_question(text, results)
+            follow_up = after_question(text, results, earlier)
             if follow_up is None:
                 yield summarize(results)
                 return
@@ -72,61 +75,137 @@ class DemoModel(llm.AsyncModel):
             response.add_tool_call(llm.ToolCall(name=name, arguments=arguments))
             yield f"Calling `{name}`."
             return
-        call = choose_tool(text)
+        call = choose_tool(text, earlier, can_ask=can_ask)
         if call is None:
             yield HELP
+            return
+        if isinstance(call, str):
+            yield call
             return
         name, arguments = call
         response.add_tool_call(llm.ToolCall(name=name, arguments=arguments))
         yield f"Calling `{name}`."
 
 
+def _text_of(message: Any) -> str:
+    return "".join(p.text for p in message.parts if isinstance(p, TextPart))
+
+
+def _said(message: Any) -> str:
+    """A person's words, the arguments of tool calls and tools' results (not the demo's own
+    words: its help names every service)."""
+    said = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and message.role == "user":
+            said.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            said.append(json.dumps(part.arguments))
+        elif isinstance(part, ToolResultPart):
+            said.append(str(part.output))
+    return " ".join(said)
+
+
+# The question the demo asks when a request names no service; its answer names one.
+WHICH_SERVICE = "Which service should I {verb}?"
+
+
 def after_question(
-    text: str, results: list[ToolResultPart]
+    text: str,
+    results: list[ToolResultPart],
+    earlier: Sequence[str] = (),
 ) -> tuple[str, dict[str, Any]] | str | None:
-    """After "restart … by region" was answered: the restart in the chosen region (a call),
-    or why nothing is restarted (text); None when no question is waiting for its follow-up."""
+    """After a question was answered: the call it was asked for (a restart in the chosen
+    region, the request with the chosen service), or why nothing is done (text); None when
+    no question is waiting for its follow-up."""
     answers = [r.output for r in results if r.name == "ask_user"]
     if not answers or any(r.name != "ask_user" for r in results):
         return None
-    region = str(answers[-1]).strip()
-    if region not in REGIONS:
-        return f"No region was chosen ({region}), so I restarted nothing."
-    return "restart_service", {"service": _service(text.lower()), "region": region}
+    answer = str(answers[-1]).strip()
+    # The request with what was answered before this answer ("restart by region": which
+    # service, then which region).
+    asked = " ".join([text, *(str(a).strip() for a in answers[:-1])])
+    if re.search(r"\bregions?\b", asked.lower()) and _service(asked.lower()) is not None:
+        if answer not in REGIONS:
+            return f"No region was chosen ({answer}), so I restarted nothing."
+        return "restart_service", {"service": _service(asked.lower()), "region": answer}
+    if answer not in SERVICES:
+        return f"No service was chosen ({answer}), so I did nothing."
+    call = choose_tool(f"{asked} {answer}", earlier)
+    return call if call is not None else f"I don't know what to do with {answer}."
 
 
-def choose_tool(text: str) -> tuple[str, dict[str, Any]] | None:
-    """The tool call a request's words ask for, if any."""
+def choose_tool(
+    text: str,
+    earlier: Sequence[str] = (),
+    *,
+    can_ask: bool = True,
+) -> tuple[str, dict[str, Any]] | str | None:
+    """The tool call a request's words ask for, if any; or what the demo needs to know (an
+    ask_user call, or text when it cannot ask). It never makes an argument up: a service
+    comes from the request, else from what the thread said before ("restart it")."""
     lowered = text.lower()
     sql = re.search(r"\b(?:sql|query)\b[:\s]*(.+)$", text, re.IGNORECASE | re.DOTALL)
     if sql or lowered.strip().startswith("select "):
         query = sql.group(1).strip() if sql else text.strip()
         return "run_sql", {"query": query}
-    service = _service(lowered)
-    scale = re.search(r"\bscale\b.*?\bto\s+(\d+)", lowered)
+    scale = re.search(r"\bscale\b(?:.*?\bto\s+(\d+))?", lowered)
     if scale:
+        verb = "scale"
+    elif re.search(r"\b(restart|reboot|bounce)\b", lowered):
+        verb = "restart"
+    elif re.search(r"\b(deploy|ship|release)\b", lowered):
+        verb = "deploy"
+    elif re.search(r"\b(status|health|how is|check)\b", lowered):
+        verb = "check"
+    else:
+        return None
+    service = _service(lowered) or next(
+        (found for t in earlier if (found := _service(t.lower(), known_only=True))), None
+    )
+    if service is None:
+        question = WHICH_SERVICE.format(verb=verb)
+        if can_ask:
+            return "ask_user", {"question": question, "choices": list(SERVICES)}
+        return f"{question} Say it with the request, e.g. `{verb} payments`."
+    if verb == "scale":
+        if scale is None or scale.group(1) is None:
+            return f"How many replicas should {service} have? Say `scale {service} to 5`."
         return "scale_service", {"service": service, "replicas": int(scale.group(1))}
-    if re.search(r"\b(restart|reboot|bounce)\b", lowered):
+    if verb == "restart":
         if re.search(r"\bregions?\b", lowered):
             # A person has to say which: the agent asks, then restarts there (approved).
-            return "ask_user", {
-                "question": f"Restart {service} in which region?",
-                "choices": list(REGIONS),
-            }
+            question = f"Restart {service} in which region?"
+            if not can_ask:
+                return f"{question} ({', '.join(REGIONS)})"
+            return "ask_user", {"question": question, "choices": list(REGIONS)}
         return "restart_service", {"service": service}
-    if re.search(r"\b(deploy|ship|release)\b", lowered):
+    if verb == "deploy":
         return "deploy_service", {"service": service}
-    if re.search(r"\b(status|health|how is|check)\b", lowered):
-        return "get_status", {"service": service}
-    return None
+    return "get_status", {"service": service}
 
 
-def _service(lowered: str) -> str:
+# Words after a verb that name no service: "restart it", "restart it now", "check the…".
+NOT_A_SERVICE = frozenset(
+    {"it", "this", "that", "them", "these", "those", "one", "all", "everything", "again"}
+    | {"please", "now", "the", "a", "an", "my", "our", "service", "services", "to", "in", "by"}
+)
+
+
+def _service(lowered: str, *, known_only: bool = False) -> str | None:
+    """The service a request names: a known one, else the word after its verb (an unknown
+    service is the tool's to refuse), else None (nothing named: ask, never guess)."""
     for name in SERVICES:
         if re.search(rf"\b{name}\b", lowered):
             return name
-    verb = re.search(r"\b(?:restart|reboot|bounce|scale|status of|check)\s+([a-z][\w-]*)", lowered)
-    return verb.group(1) if verb else "payments"
+    if known_only:
+        return None
+    verb = re.search(
+        r"\b(?:restart|reboot|bounce|scale|deploy|ship|release|status of|check)\s+([a-z][\w-]*)",
+        lowered,
+    )
+    if verb is None or verb.group(1) in NOT_A_SERVICE:
+        return None
+    return verb.group(1)
 
 
 def summarize(results: list[ToolResultPart]) -> str:
