@@ -56,6 +56,53 @@ class Playground:
         await self.bot.services.background.idle()
 
 
+# The files a reset removes: the bot's database and the demo tools' pretend state.
+DATA_FILES = (
+    "approval-bot.db",
+    "approval-bot.db-wal",
+    "approval-bot.db-shm",
+    "demo-state.db",
+)
+
+
+class _BotProcess:
+    """The bot of a playground, which a reset stops and starts again on empty files."""
+
+    def __init__(self, server: SlackServer, config: Config, settings: SlackSettings) -> None:
+        self.server, self.config, self.settings = server, config, settings
+        self.auto_public_url = config.public_url is None
+        self.stack: contextlib.AsyncExitStack | None = None
+        self.bot: Bot | None = None
+
+    async def start(self) -> Bot:
+        stack = contextlib.AsyncExitStack()
+        try:
+            bot = await stack.enter_async_context(started_bot(self.config, self.settings))
+            runner = web.AppRunner(bot.web_app)
+            await runner.setup()
+            stack.push_async_callback(runner.cleanup)
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+        except BaseException:
+            await stack.aclose()
+            raise
+        bot_port = runner.addresses[0][1]
+        self.server.bot_url = f"http://127.0.0.1:{bot_port}/slack/events"
+        if self.auto_public_url:
+            # Callback URLs (the demo's deploy pipeline) reach the bot on its own port,
+            # known only now; the runner reads public_url at each drive.
+            self.config.public_url = f"http://127.0.0.1:{bot_port}"
+        self.stack, self.bot = stack, bot
+        return bot
+
+    async def stop(self) -> None:
+        if self.stack is None or self.bot is None:
+            return
+        await self.bot.services.background.idle()
+        stack, self.stack = self.stack, None
+        await stack.aclose()
+
+
 def playground_config(
     data_dir: Path, *, model: str | None = None, config_path: str | None = None
 ) -> Config:
@@ -94,25 +141,33 @@ async def running_playground(
     from playground.page import add_page_routes
 
     server.keep_messages_in(data_dir / "slack-messages.json")
-    server.route_hooks.append(lambda app: add_page_routes(app, server, PEOPLE, CHANNEL))
+    process: _BotProcess | None = None
+    playground: Playground | None = None
+
+    async def reset() -> None:
+        """Start the demo over: no messages, no runs or approvals, fresh pretend services."""
+        assert process is not None and playground is not None
+        log.info("playground: resetting the demo in %s", data_dir)
+        await process.stop()
+        for name in DATA_FILES:
+            (data_dir / name).unlink(missing_ok=True)
+        server.forget_messages()
+        playground.bot = await process.start()
+
+    server.route_hooks.append(
+        lambda app: add_page_routes(app, server, PEOPLE, CHANNEL, reset=reset)
+    )
     await server.start(host, port)
     settings = SlackSettings(
         bot_token=server.bot_token, signing_secret=secret, api_url=server.api_url
     )
-    async with started_bot(config, settings) as bot:
-        runner = web.AppRunner(bot.web_app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        bot_port = runner.addresses[0][1]
-        server.bot_url = f"http://127.0.0.1:{bot_port}/slack/events"
-        if config.public_url is None:
-            # Callback URLs (the demo's deploy pipeline) reach the bot on its own port,
-            # known only now; the runner reads public_url at each drive.
-            config.public_url = f"http://127.0.0.1:{bot_port}"
+    process = _BotProcess(server, config, settings)
+    try:
+        bot = await process.start()
+        playground = Playground(server=server, bot=bot, url=server.base_url, data_dir=data_dir)
+        yield playground
+    finally:
         try:
-            yield Playground(server=server, bot=bot, url=server.base_url, data_dir=data_dir)
+            await process.stop()
         finally:
-            await bot.services.background.idle()
-            await runner.cleanup()
             await server.stop()

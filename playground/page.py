@@ -20,6 +20,8 @@ Routes (``add_page_routes``):
   shown as ``option`` in a static_select menu.
 * ``POST /playground/submit`` ``{user, view_id, values}`` and ``POST /playground/close``
   ``{user, view_id}`` — submit or cancel a modal.
+* ``POST /playground/reset`` ``{"confirm": "reset"}`` — start the demo over (the page asks
+  first): the bot's database, the pretend services and the channel are emptied.
 
 Posting routes answer ``{"ok": true, "status": "…", "bot_status": 200}``; when the bot answers
 with an error status (or not at all) they answer 502/504 with ``{"ok": false, "error": "…"}``,
@@ -89,8 +91,10 @@ class ChannelPage:
         people: Sequence[Person],
         channel: str,
         commands: Sequence[str] = COMMANDS,
+        reset: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.server = server
+        self.reset = reset
         self.people = list(people)
         self.channel = channel
         self.commands = tuple(commands)
@@ -312,6 +316,16 @@ class ChannelPage:
         opened.closed = True
         return web.json_response({"ok": True, "status": "closed"})
 
+    async def post_reset(self, request: web.Request) -> web.Response:
+        """Start the demo over; the body must say ``{"confirm": "reset"}`` (no accidents)."""
+        body = await self._body(request)
+        if self.reset is None:
+            raise PageError(404, "this playground cannot be reset")
+        if body.get("confirm") != "reset":
+            raise PageError(400, 'say {"confirm": "reset"} to empty the playground')
+        await self.reset()
+        return web.json_response({"ok": True, "status": "reset"})
+
     # -- the page -------------------------------------------------------------------------------
 
     def _render_index(self, current: str) -> str:
@@ -322,10 +336,26 @@ class ChannelPage:
             for p in self.people
         )
         people = "\n".join(
-            f'<li><span class="avatar small" data-user="{e(p.id)}">{e(p.name[:1].upper())}'
-            f'</span><span class="who">{e(p.name)}</span><span class="role">{e(p.role)}</span></li>'
+            f'<li><button type="button" class="person" data-testid="person" data-user="{e(p.id)}"'
+            f' title="Be {e(p.name)}"><span class="avatar small">{e(p.name[:1].upper())}'
+            f'</span><span class="who">{e(p.name)}</span><span class="role">{e(p.role)}</span>'
+            "</button></li>"
             for p in self.people
         )
+        examples = "\n".join(
+            f'<li><button type="button" class="example" data-testid="example" '
+            f'data-text="{e(text)}" title="Put it in the message box"><code>{e(text)}</code>'
+            "</button></li>"
+            for text in (
+                f"{BOT_HANDLE} restart payments",
+                f"{BOT_HANDLE} restart search by region",
+                f"{BOT_HANDLE} deploy web",
+                f"{BOT_HANDLE} scale checkout to 5",
+                f"{BOT_HANDLE} restart",
+                "/approvals",
+            )
+        )
+        approvers = [p.name for p in self.people if p.role == "approver"]
         config = {
             "people": [{"id": p.id, "name": p.name, "role": p.role} for p in self.people],
             "bot": {"id": self.server.bot_user_id, "name": self.server.bot_name},
@@ -341,6 +371,8 @@ class ChannelPage:
             workspace=e(WORKSPACE_NAME),
             options=options,
             people=people,
+            examples=examples,
+            approvers=e(" or ".join(approvers) or "an approver"),
             config=config_json.replace("&", "\\u0026"),
             version=version,
             bot=e(BOT_HANDLE),
@@ -393,9 +425,11 @@ def add_page_routes(
     channel: str,
     *,
     commands: Sequence[str] = COMMANDS,
+    reset: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Serve the channel page, its state and its actions on ``app`` (the Slack server's)."""
-    page = ChannelPage(server, people, channel, commands)
+    """Serve the channel page, its state and its actions on ``app`` (the Slack server's);
+    ``reset`` starts the demo over (the page's "Reset demo")."""
+    page = ChannelPage(server, people, channel, commands, reset)
     app.router.add_get("/", _guarded(page.index))
     app.router.add_get("/playground/state", _guarded(page.get_state))
     app.router.add_post("/playground/message", _guarded(page.post_message))
@@ -403,6 +437,7 @@ def add_page_routes(
     app.router.add_post("/playground/select", _guarded(page.post_select))
     app.router.add_post("/playground/submit", _guarded(page.post_submit))
     app.router.add_post("/playground/close", _guarded(page.post_close))
+    app.router.add_post("/playground/reset", _guarded(page.post_reset))
     app.router.add_static("/playground/static/", STATIC_DIR, name="playground-static")
 
 
@@ -424,17 +459,24 @@ PAGE_TEMPLATE = """<!doctype html>
       <a class="channel active" href="#" aria-current="page"><span class="hash">#</span
         >{channel}</a>
     </nav>
-    <div class="section-title">People</div>
+    <div class="section-title">People <span class="section-note">click to be them</span></div>
     <ul class="people">
 {people}
     </ul>
+    <p class="hint" data-testid="how-to">Ask as ana, then <b>switch to {approvers}</b> to
+      approve: a requester cannot approve their own call.</p>
+    <div class="section-title">Try <span class="section-note">click to write it</span></div>
+    <ul class="examples">
+{examples}
+    </ul>
     <p class="hint">Everything here is local: a Slack-compatible server, the real bot and an
-      offline demo model. Try<br><code>{bot} restart payments</code><br>
-      <code>{bot} restart search by region</code><br><code>{bot} deploy web</code><br>
-      <code>{bot} scale checkout to 5</code><br><code>/approvals</code></p>
+      offline demo model.</p>
+    <button type="button" class="reset-demo" data-testid="reset-demo">Reset demo…</button>
   </aside>
   <main class="main">
     <header class="channel-header">
+      <button type="button" class="menu-toggle" data-testid="menu" aria-label="Show the sidebar"
+              aria-expanded="false">☰</button>
       <h1><span class="hash">#</span>{channel}</h1>
       <label class="identity">You are
         <select data-testid="identity" aria-label="Who you are">
@@ -442,6 +484,10 @@ PAGE_TEMPLATE = """<!doctype html>
         </select>
       </label>
     </header>
+    <div class="switch-tip" data-testid="switch-tip" role="status" hidden>
+      <span class="switch-tip-text"></span>
+      <button type="button" class="btn btn-small" data-testid="switch-tip-button"></button>
+    </div>
     <div class="messages" data-testid="messages" role="log" aria-live="polite"
          aria-label="Messages in #{channel}">
       <div class="empty" data-testid="empty">No messages yet. Say hello, or mention

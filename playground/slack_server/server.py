@@ -271,6 +271,14 @@ class SlackServer(
             stamps = [int(m.ts.replace(".", "")) for m in self.messages]
             self._last_ts_micros = max([self._last_ts_micros, *stamps])
 
+    def forget_messages(self) -> None:
+        """Empty every channel and close every modal (the playground's "reset demo")."""
+        self.messages = []
+        self._by_ts = {}
+        for view in self.views.values():
+            view.closed = True
+        self._save_messages()
+
     def _save_messages(self) -> None:
         if self.state_file is None:
             return

@@ -270,8 +270,22 @@
   /** Blocks as DOM. ``where`` says what a button click means: {channel, ts} or {modal}. */
   function renderBlocks(blocks, where) {
     const box = h("div", { className: "blocks" });
-    for (const block of blocks || []) box.append(renderBlock(block, where));
+    let previousCode = false;
+    for (const block of blocks || []) {
+      const el = renderBlock(block, where);
+      // A long value split over several sections (the Arguments modal) reads as one box.
+      const code = isCodeSection(block);
+      if (code && previousCode) el.classList.add("code-continued");
+      previousCode = code;
+      box.append(el);
+    }
     return box;
+  }
+
+  function isCodeSection(block) {
+    if (block.type !== "section" || !block.text || block.fields || block.accessory) return false;
+    const text = block.text.text || "";
+    return text.startsWith("```") && text.endsWith("```") && text.split("```").length === 3;
   }
 
   function renderBlock(block, where) {
@@ -481,6 +495,7 @@
   const composerForm = $('[data-testid="composer-form"]');
   const replyTarget = $('[data-testid="reply-target"]');
   const errorBox = $('[data-testid="error"]');
+  const switchTip = $('[data-testid="switch-tip"]');
   const overlays = document.getElementById("overlays");
 
   let me = identity.value;
@@ -519,6 +534,20 @@
     return date.toLocaleTimeString(undefined, { hour: "numeric", minute: "2-digit" });
   }
 
+  /** The whole date and time of a ts, as Slack shows when hovering a message's time. */
+  function fullTimeOf(ts) {
+    const date = new Date(Number(ts) * 1000);
+    return date.toLocaleString(undefined, {
+      weekday: "long",
+      year: "numeric",
+      month: "long",
+      day: "numeric",
+      hour: "numeric",
+      minute: "2-digit",
+      second: "2-digit",
+    });
+  }
+
   function onlyRichText(blocks) {
     return blocks.length > 0 && blocks.every((block) => block.type === "rich_text");
   }
@@ -541,7 +570,16 @@
       !message.bot && roles[message.user]
         ? h("span", { className: "role-tag" }, roles[message.user])
         : null,
-      h("time", { className: "ts", datetime: message.ts, title: message.ts }, timeOf(message.ts)),
+      h(
+        "time",
+        {
+          className: "ts",
+          "data-testid": "ts",
+          datetime: new Date(Number(message.ts) * 1000).toISOString(),
+          title: fullTimeOf(message.ts),
+        },
+        timeOf(message.ts),
+      ),
       message.edited ? h("span", { className: "edited", "data-testid": "edited" }, "(edited)") : null,
     );
     const body = h(
@@ -627,6 +665,27 @@
     }
   }
 
+  // Threads folded by the reader, kept for the tab's life (a reload keeps them folded).
+  const collapsed = new Set(JSON.parse(sessionStorage.getItem("playground:collapsed") || "[]"));
+
+  function showCollapsed(entry, folded) {
+    entry.thread.classList.toggle("collapsed", folded);
+    entry.toggle.setAttribute("aria-expanded", folded ? "false" : "true");
+    entry.toggle.title = folded ? "Show the thread" : "Hide the thread";
+  }
+
+  function setCollapsed(ts, folded) {
+    if (folded) collapsed.add(ts);
+    else collapsed.delete(ts);
+    sessionStorage.setItem("playground:collapsed", JSON.stringify([...collapsed]));
+    const entry = conversations.get(ts);
+    if (entry) showCollapsed(entry, folded);
+    if (lastState) {
+      lastStateText = null; // re-render the counts
+      renderState(lastState);
+    }
+  }
+
   function createReply(message, sig) {
     return { el: renderMessage(message, true), sig };
   }
@@ -653,10 +712,22 @@
       },
       "Reply…",
     );
+    const toggle = h(
+      "button",
+      {
+        type: "button",
+        className: "thread-head",
+        "data-testid": "thread-toggle",
+        "aria-expanded": "true",
+        onclick: () => setCollapsed(message.ts, !collapsed.has(message.ts)),
+      },
+      h("span", { className: "chevron", "aria-hidden": "true" }, "▾"),
+      count,
+    );
     const thread = h(
       "div",
       { className: "thread", "data-testid": "thread", "data-thread-ts": message.ts, hidden: true },
-      h("div", { className: "thread-head" }, count),
+      toggle,
       threadList,
       replyLink,
     );
@@ -666,7 +737,9 @@
       messageEl,
       thread,
     );
-    return { el, sig, messageEl, thread, threadList, count, replies: new Map() };
+    const entry = { el, sig, messageEl, thread, threadList, count, toggle, replies: new Map() };
+    showCollapsed(entry, collapsed.has(message.ts));
+    return entry;
   }
 
   function updateConversation(entry, message, sig) {
@@ -688,6 +761,10 @@
       const shared = replies.filter((reply) => !reply.ephemeral).length;
       entry.thread.hidden = replies.length === 0;
       entry.count.textContent = shared === 1 ? "1 reply" : `${shared} replies`;
+      if (collapsed.has(message.ts)) {
+        const last = replies.length ? replies[replies.length - 1] : null;
+        entry.count.textContent += last ? ` · last from ${last.name} at ${timeOf(last.ts)}` : "";
+      }
       entry.el.classList.toggle("replying", replyTo === message.ts);
     }
     empty.hidden = state.messages.length > 0;
@@ -695,8 +772,28 @@
     if (!empty.hidden && empty.parentNode !== list) list.append(empty);
     if (replyTo && !conversations.has(replyTo)) stopReply();
     renderModal(state.modal);
+    renderSwitchTip(state);
     lastState = state;
     if (firstRender || nearBottom) list.scrollTop = list.scrollHeight;
+  }
+
+  /** "You can't approve this: switch to bo", when a card waits and you may not decide it. */
+  function renderSwitchTip(state) {
+    const waiting = state.messages.some((top) =>
+      [top, ...(top.replies || [])].some(
+        (m) => !m.ephemeral && JSON.stringify(m.blocks || []).includes('"approval_approve"'),
+      ),
+    );
+    const approver = CONFIG.people.find((p) => p.role === "approver" && p.id !== me);
+    const show = waiting && roles[me] !== "approver" && approver;
+    switchTip.hidden = !show;
+    if (!show) return;
+    const why = roles[me] === "requester" ? "you asked, so you cannot approve" : "you are not an approver";
+    $(".switch-tip-text", switchTip).textContent =
+      `A call waits for a decision: ${why}. To decide it, switch to ${approver.name}.`;
+    const button = $('[data-testid="switch-tip-button"]', switchTip);
+    button.textContent = `Switch to ${approver.name}`;
+    button.onclick = () => switchTo(approver.id);
   }
 
   // -- polling ------------------------------------------------------------------------------
@@ -787,6 +884,7 @@
     url.searchParams.set("as", user);
     window.history.replaceState(null, "", url);
     document.body.dataset.user = user;
+    markCurrentPerson();
     for (const entry of conversations.values()) entry.el.remove();
     conversations = new Map();
     closeConfirm(false);
@@ -800,6 +898,68 @@
   }
 
   identity.addEventListener("change", () => becomes(identity.value));
+
+  function switchTo(user) {
+    if (user === me) return;
+    identity.value = user;
+    becomes(user);
+  }
+
+  function markCurrentPerson() {
+    for (const button of document.querySelectorAll('[data-testid="person"]')) {
+      const current = button.dataset.user === me;
+      button.classList.toggle("current", current);
+      button.setAttribute("aria-pressed", current ? "true" : "false");
+    }
+  }
+
+  for (const button of document.querySelectorAll('[data-testid="person"]')) {
+    button.addEventListener("click", () => {
+      switchTo(button.dataset.user);
+      document.body.classList.remove("sidebar-open");
+    });
+  }
+
+  for (const button of document.querySelectorAll('[data-testid="example"]')) {
+    button.addEventListener("click", () => {
+      composer.value = button.dataset.text;
+      fitComposer();
+      document.body.classList.remove("sidebar-open");
+      composer.focus();
+    });
+  }
+
+  const menu = $('[data-testid="menu"]');
+  menu.addEventListener("click", (event) => {
+    event.stopPropagation();
+    const open = document.body.classList.toggle("sidebar-open");
+    menu.setAttribute("aria-expanded", open ? "true" : "false");
+  });
+  // A tap beside the open drawer closes it, as on a phone.
+  $(".main").addEventListener("click", () => {
+    document.body.classList.remove("sidebar-open");
+    menu.setAttribute("aria-expanded", "false");
+  });
+
+  $('[data-testid="reset-demo"]').addEventListener("click", async () => {
+    const sure = await askConfirm({
+      title: { type: "plain_text", text: "Reset the demo?" },
+      text: {
+        type: "mrkdwn",
+        text: "Every message, run and approval is deleted and the pretend services start over. This cannot be undone.",
+      },
+      confirm: { type: "plain_text", text: "Reset" },
+      deny: { type: "plain_text", text: "Cancel" },
+      style: "danger",
+    });
+    if (!sure) return;
+    const result = await post("/playground/reset", { confirm: "reset" });
+    if (result.ok) {
+      sessionStorage.clear();
+      collapsed.clear();
+      becomes(me);
+    }
+  });
 
   // -- composer -------------------------------------------------------------------------------
 
@@ -1032,6 +1192,8 @@
       event.preventDefault();
       submitModal(modal, form);
     });
+    restoreDraft(modal, form);
+    form.addEventListener("input", () => saveDraft(modal, form));
     const overlay = h("div", { className: "overlay modal-overlay" }, form);
     overlay.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && !$('[data-testid="confirm"]')) cancelModal(modal);
@@ -1039,6 +1201,31 @@
     overlays.prepend(overlay);
     const first = $("textarea, input", form);
     (first || $("button", form)).focus();
+  }
+
+  // What was typed in an open modal, kept for the tab's life: a reload shows the modal again
+  // (it is open until closed, as in Slack) with the text as it was.
+  const draftKey = (modal) => `playground:draft:${modal.id}`;
+
+  function saveDraft(modal, form) {
+    const values = {};
+    for (const field of form.querySelectorAll("textarea[data-block-id], input[data-block-id]")) {
+      values[field.getAttribute("data-block-id")] = field.value;
+    }
+    sessionStorage.setItem(draftKey(modal), JSON.stringify(values));
+  }
+
+  function restoreDraft(modal, form) {
+    let values = {};
+    try {
+      values = JSON.parse(sessionStorage.getItem(draftKey(modal)) || "{}") || {};
+    } catch (error) {
+      values = {};
+    }
+    for (const field of form.querySelectorAll("textarea[data-block-id], input[data-block-id]")) {
+      const value = values[field.getAttribute("data-block-id")];
+      if (typeof value === "string") field.value = value;
+    }
   }
 
   function clearInputErrors(form) {
@@ -1086,6 +1273,7 @@
     }
     if (result.ok) {
       dismissedKey = `${modal.id}:${modal.hash}`;
+      sessionStorage.removeItem(draftKey(modal));
       removeModal();
     }
     poll();
@@ -1093,6 +1281,7 @@
 
   async function cancelModal(modal) {
     dismissedKey = `${modal.id}:${modal.hash}`;
+    sessionStorage.removeItem(draftKey(modal));
     removeModal();
     await post("/playground/close", { user: me, view_id: modal.id });
     poll();
@@ -1101,6 +1290,7 @@
   // -- start ----------------------------------------------------------------------------------
 
   document.body.dataset.user = me;
+  markCurrentPerson();
   stopReply();
   fitComposer();
   poll();
