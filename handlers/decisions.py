@@ -15,7 +15,7 @@ from bot import logs
 from bot.clock import utcnow
 from bot.failpoints import failpoint
 from bot.runner import ApprovalExpired, Decision, DecisionRefused, RunOutcome
-from handlers.blocks import escape
+from handlers.blocks import escape, mention
 from handlers.pause_blocks import CALLBACK, RETRY, choices_of, kind_of
 from handlers.publish import RESUMING, RESUMING_ANSWERED, CardPlace
 from handlers.services import GroupLookupFailed, Services
@@ -172,6 +172,15 @@ async def answer_from_slack(
     )
 
 
+def _with_mention(text: str, approval: Approval | None) -> str:
+    """ "Already approved by @U0B…" names the decider as a mention, which Slack shows to each
+    reader as the person's name ("@bo")."""
+    decided_by = approval.decided_by if approval is not None else None
+    if not decided_by:
+        return text
+    return text.replace(f"by @{decided_by} ", f"by {mention(decided_by)} ", 1)
+
+
 class NotAChoice(DecisionRefused):
     """A click that names no stored choice: a crafted or stale request."""
 
@@ -223,7 +232,7 @@ async def _settle_from_slack(
             await refresh_list(approval_id)
         return
     except DecisionRefused as refused:
-        await tell(f":no_entry: {refused}")
+        await tell(f":no_entry: {_with_mention(str(refused), refused.approval)}")
         if refused.approval is not None and refused.approval.status != "pending":
             await services.publisher.refresh_card(approval_id, clicked=clicked)
             if refresh_list is not None:

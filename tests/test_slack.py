@@ -87,7 +87,7 @@ async def test_twenty_concurrent_approvals_run_the_tool_once(slack: Harness) -> 
     assert executed("restart_service") == [{"service": "db"}]
     texts = slack.ephemeral_texts("U0APPROVER1")
     assert sum("Approved `restart_service`" in t for t in texts) == 1
-    assert sum("Already approved by @U0APPROVER1" in t for t in texts) == 19
+    assert sum("Already approved by <@U0APPROVER1>" in t for t in texts) == 19
 
 
 async def test_deny_with_reason_through_the_modal(slack: Harness) -> None:

@@ -78,7 +78,7 @@ async def test_a_decision_from_a_list_edits_that_list_in_place(slack: Harness) -
     # A click on the older list is answered as a race, and refreshes that list too.
     await slack.server.click(APPROVER, older, "approval_approve", value=one)
     await slack.settle()
-    assert any("Already approved by @U0APPROVER1" in t for t in slack.ephemeral_texts(APPROVER))
+    assert any("Already approved by <@U0APPROVER1>" in t for t in slack.ephemeral_texts(APPROVER))
     older = slack.server.message(CHANNEL, older.ts)
     assert older is not None and len(_buttons_for(older)) == 1
     assert "Approved* by <@U0APPROVER1>" in json.dumps(older.blocks)

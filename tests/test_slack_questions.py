@@ -110,7 +110,7 @@ async def test_choices_outsider_refused_requester_answers_second_answer_refused(
     value = offered[0]["value"]
     await slack.server.click_raw(REQUESTER, CHANNEL, "question_choice:0", value, message_ts=card.ts)
     await slack.settle()
-    assert any("Already answered by @U0REQUESTER" in t for t in slack.ephemeral_texts(REQUESTER))
+    assert any("Already answered by <@U0REQUESTER>" in t for t in slack.ephemeral_texts(REQUESTER))
     assert "<@U0REQUESTER> answered: us" in json.dumps(current(slack, card).blocks)
     assert len(ScriptedModel.seen) == models_after
 
@@ -125,7 +125,7 @@ async def test_concurrent_answers_reach_the_model_once(slack: Harness) -> None:
     await slack.settle()
     texts = slack.ephemeral_texts(REQUESTER)
     assert sum("You answered: eu" in t for t in texts) == 1
-    assert sum("Already answered by @U0REQUESTER" in t for t in texts) == 9
+    assert sum("Already answered by <@U0REQUESTER>" in t for t in texts) == 9
     answered_turns = [s for s in ScriptedModel.seen if any(m["role"] == "tool" for m in s)]
     assert len(answered_turns) == 1
 
