@@ -151,8 +151,9 @@ async def running_playground(
         await process.stop()
         for name in DATA_FILES:
             (data_dir / name).unlink(missing_ok=True)
-        server.forget_messages()
         playground.bot = await process.start()
+        # Only now: an empty channel on the page means the new bot is listening.
+        server.forget_messages()
 
     server.route_hooks.append(
         lambda app: add_page_routes(app, server, PEOPLE, CHANNEL, reset=reset)

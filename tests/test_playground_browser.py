@@ -313,6 +313,181 @@ async def test_answer_the_agents_question_in_the_browser(tmp_path: Path) -> None
     assert [p.name for p in shots] == ["q1-question.png", "q2-answered.png", "q3-deployed.png"]
 
 
+async def _approvals_list(page: Page) -> Locator:
+    await _say(page, "/approvals")
+    listing = page.locator('[data-testid="message"][data-ephemeral="true"]').filter(
+        has_text="Waiting for your decision"
+    )
+    await expect(listing).to_be_visible()
+    return listing
+
+
+@pytest.mark.browser
+async def test_stale_clicks_lists_narrow_screens_reloads_and_reset(tmp_path: Path) -> None:
+    """What a newcomer tripped over: a click on a card someone decided meanwhile (a stale
+    screen), a list whose buttons stayed after a decision, a phone-width window, a reload
+    with a modal open; plus the sidebar's examples, the identity tip, folding a thread and
+    resetting the demo."""
+    missing = _browser_unavailable()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=TIMEOUT_MS)
+    shots: list[Path] = []
+    page_errors: list[str] = []
+
+    async with (
+        running_playground(data_dir=tmp_path / "playground") as pg,
+        async_playwright() as p,
+    ):
+        browser = await p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.on("pageerror", lambda error: page_errors.append(str(error)))
+            page.on(
+                "console",
+                lambda m: page_errors.append(m.text) if m.type == "error" else None,
+            )
+            await page.goto(f"{pg.url}/?as={ANA}")
+
+            # A sidebar example fills the composer; ana sends it and a second request.
+            await page.get_by_test_id("example").filter(has_text="restart payments").click()
+            composer = page.get_by_test_id("composer")
+            await expect(composer).to_have_value("@approval-bot restart payments")
+            await composer.press("Enter")
+            await _say(page, "@approval-bot restart search")
+            payments = _conversation(page, "@approval-bot restart payments")
+            search = _conversation(page, "@approval-bot restart search")
+            await expect(_card(search)).to_contain_text('"service": "search"')
+            # The timestamp shows the whole date on hover.
+            stamp = payments.get_by_test_id("ts").first
+            await expect(stamp).to_have_attribute("title", re.compile(r"20\d\d"))
+
+            # ana may not approve her own calls: the tip says whom to become, and does it.
+            tip = page.get_by_test_id("switch-tip")
+            await expect(tip).to_contain_text("switch to bo")
+            await tip.get_by_role("button", name="Switch to bo").click()
+            await expect(page).to_have_url(re.compile(rf"[?&]as={BO}\b"))
+            await expect(tip).to_be_hidden()
+
+            # bo approves payments from /approvals: the list item shows the outcome in place.
+            listing = await _approvals_list(page)
+            await expect(listing.locator('[data-action-id="approval_approve"]')).to_have_count(2)
+            item = listing.locator('[data-block-type="section"]').filter(has_text="payments")
+            await listing.locator('[data-action-id="approval_approve"]').nth(1).click()
+            await page.get_by_test_id("confirm").get_by_role("button", name="Approve").click()
+            await expect(listing).to_contain_text("Approved by @bo")
+            await expect(listing.locator('[data-action-id="approval_approve"]')).to_have_count(1)
+            await expect(item).to_be_visible()
+            await expect(_card(payments)).to_contain_text("Approved by @bo")
+            # The thread's "Waiting for a human" was edited when the run moved on.
+            await expect(payments.get_by_test_id("thread")).to_contain_text("No longer waiting")
+            await expect(payments.get_by_test_id("thread")).not_to_contain_text(
+                "Waiting for a human"
+            )
+            await _screenshot(page, "s1-list-refreshed.png", shots, listing)
+
+            # A stale screen: bo's page stops updating while cy approves search; bo then
+            # clicks the Approve his screen still shows. Slack delivers it; the bot answers.
+            frozen = await page.evaluate(
+                f"fetch('/playground/state?user={BO}').then((r) => r.text())"
+            )
+
+            async def stale(route: Any) -> None:
+                await route.fulfill(status=200, content_type="application/json", body=frozen)
+
+            await page.route(re.compile(r"/playground/state\?"), stale)
+            [search_card] = [
+                m
+                for m in pg.server.messages
+                if "approval_approve" in str(m.blocks)
+                and "search" in str(m.blocks)
+                and not m.is_ephemeral
+            ]
+            await pg.server.click(CY, search_card, "approval_approve")
+            await pg.settle()
+            await _card(search).locator('[data-action-id="approval_approve"]').click()
+            await page.get_by_test_id("confirm").get_by_role("button", name="Approve").click()
+            await page.unroute(re.compile(r"/playground/state\?"))
+            race = page.locator('[data-testid="message"][data-ephemeral="true"]').filter(
+                has_text="Already approved by @cy"
+            )
+            await expect(race).to_be_visible()
+            await expect(page.get_by_test_id("error")).to_be_hidden()
+            await expect(_card(search)).to_contain_text("Approved by @cy")
+            await _screenshot(page, "s2-stale-click.png", shots, race)
+
+            # A reload with the deny modal open: it is still open, with what bo typed.
+            await _become(page, ANA)
+            await _say(page, "@approval-bot scale checkout to 5")
+            checkout = _conversation(page, "@approval-bot scale checkout to 5")
+            await expect(_card(checkout)).to_contain_text("scale_service")
+            await _become(page, BO)
+            await _card(checkout).locator('[data-action-id="approval_deny"]').click()
+            await page.get_by_test_id("confirm").get_by_role("button", name="Deny").click()
+            modal = page.get_by_test_id("modal")
+            await modal.get_by_label("Reason").fill(REASON)
+            await page.reload()
+            await expect(modal).to_be_visible()
+            await expect(modal.get_by_label("Reason")).to_have_value(REASON)
+            await modal.get_by_test_id("modal-close").click()
+            await expect(modal).to_be_hidden()
+            await page.reload()
+            await expect(_card(checkout)).to_be_visible()
+            await expect(modal).to_have_count(0)
+
+            # Threads fold and unfold.
+            toggle = checkout.get_by_test_id("thread-toggle")
+            await toggle.click()
+            await expect(_card(checkout)).to_be_hidden()
+            await expect(toggle).to_have_attribute("aria-expanded", "false")
+            await toggle.click()
+            await expect(_card(checkout)).to_be_visible()
+
+            # A phone-width window: no sideways scrolling; the sidebar is a drawer.
+            await page.set_viewport_size({"width": 420, "height": 860})
+            await expect(page.get_by_test_id("menu")).to_be_visible()
+            await expect(page.get_by_test_id("reset-demo")).not_to_be_in_viewport()
+            await _card(checkout).scroll_into_view_if_needed()
+            widths = await page.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth,"
+                " document.querySelector('.messages').scrollWidth,"
+                " document.querySelector('.messages').clientWidth]"
+            )
+            assert widths[0] <= widths[1] and widths[2] <= widths[3], widths
+            await _screenshot(page, "s3-narrow.png", shots)
+            await page.get_by_test_id("menu").click()
+            await expect(page.get_by_test_id("reset-demo")).to_be_in_viewport()
+            await _screenshot(page, "s4-narrow-sidebar.png", shots)
+
+            # Reset the demo (after a confirmation): the channel is empty, the bot works.
+            await page.get_by_test_id("reset-demo").click()
+            confirm = page.get_by_test_id("confirm")
+            await expect(confirm).to_contain_text("Reset the demo?")
+            await confirm.get_by_role("button", name="Reset").click()
+            await expect(page.get_by_test_id("empty")).to_be_visible()
+            await expect(page.get_by_test_id("conversation")).to_have_count(0)
+            await page.set_viewport_size({"width": 1280, "height": 900})
+            await _say(page, "@approval-bot status of payments")
+            status = _conversation(page, "status of payments")
+            await expect(status).to_contain_text("restarted 0 times")
+        finally:
+            await browser.close()
+
+    assert page_errors == []
+    assert [p.name for p in shots] == [
+        "s1-list-refreshed.png",
+        "s2-stale-click.png",
+        "s3-narrow.png",
+        "s4-narrow-sidebar.png",
+    ]
+
+
 # -- the routes, without a browser -------------------------------------------------------------
 
 
