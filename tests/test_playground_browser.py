@@ -617,6 +617,50 @@ async def test_page_routes(tmp_path: Path) -> None:
         assert status == 502 and body["ok"] is False
         assert "HTTP 401" in body["error"]
 
+        # A click on a button the card no longer shows (a stale screen) reaches the bot,
+        # which answers it; a button the card never had is still refused (above).
+        await _post(
+            http,
+            "/playground/click",
+            {
+                "user": CY,
+                "channel": "C0OPS",
+                "ts": card["ts"],
+                "action_id": "approval_approve",
+                "value": _button_value(card, "approval_approve"),
+            },
+        )
+        await pg.settle()
+        status, body = await _post(
+            http,
+            "/playground/click",
+            {
+                "user": BO,
+                "channel": "C0OPS",
+                "ts": card["ts"],
+                "action_id": "approval_approve",
+                "value": _button_value(card, "approval_approve"),
+            },
+        )
+        assert (status, body["status"]) == (200, "clicked")
+        await pg.settle()
+        told = [m["text"] for m in _all_messages(await _state(http, BO)) if m["ephemeral"]]
+        assert any("Already approved by <@U0APPROVER2>" in t for t in told), told
+
+        # Reset: only when asked for in so many words; then the channel is empty.
+        status, body = await _post(http, "/playground/reset", {})
+        assert status == 400 and not body["ok"]
+        assert (await _state(http, ANA))["messages"]
+        status, body = await _post(http, "/playground/reset", {"confirm": "reset"})
+        assert (status, body["status"]) == (200, "reset")
+        assert (await _state(http, ANA))["messages"] == []
+        status, body = await _post(
+            http, "/playground/message", {"user": ANA, "text": "@approval-bot status of api"}
+        )
+        assert (status, body["status"]) == (200, "mention")
+        await pg.settle()
+        assert any("restarted 0 times" in m["text"] for m in _all_messages(await _state(http, ANA)))
+
 
 def test_playground_config_uses_your_file_and_keeps_data_in_its_directory(
     tmp_path: Path,
