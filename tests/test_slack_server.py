@@ -371,6 +371,11 @@ async def test_click_builds_block_actions_from_the_real_card(
     await client.chat_update(channel="C0OPS", ts=card.ts, text="Approved", blocks=[])
     with pytest.raises(LookupError):
         await server.click("U0APPROVER1", card, "approval_approve")
+    # A screen not yet updated still shows the button: Slack delivers that click.
+    await server.click_as_seen("U0APPROVER1", card, "approval_approve")
+    assert bot.form_payload()["actions"][0]["action_id"] == "approval_approve"
+    with pytest.raises(LookupError):
+        await server.click_as_seen("U0APPROVER1", card, "approval_cancel")  # never shown
     await server.click_raw("U0APPROVER1", "C0OPS", "approval_approve", "apr_forged")
     assert bot.form_payload()["actions"][0]["value"] == "apr_forged"
 
