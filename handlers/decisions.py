@@ -136,6 +136,7 @@ async def answer_from_slack(
     place: ClickPlace,
     tell: Tell,
     clicked: CardPlace | None = None,
+    refresh_list: Callable[[str], Awaitable[None]] | None = None,
 ) -> None:
     """Answer a question: the typed ``answer``, or the stored choice at index ``choice``
     (a button carries the index, never the text, so the words are always the question's).
@@ -169,6 +170,7 @@ async def answer_from_slack(
         settle=answer_it,
         done=lambda approval: f"You answered: {escape(approval.result or '')}",
         resuming=RESUMING_ANSWERED,
+        refresh_list=refresh_list,
     )
 
 

@@ -31,6 +31,7 @@ from handlers.decisions import (
     approval_clicked_here,
 )
 from handlers.interactions import click_place, clicked_card, json_object, teller
+from handlers.list_refresh import refresher_for_click
 from handlers.services import GroupLookupFailed, Services
 from storage.repository import DATABASE_FAILURES, time_limit
 
@@ -58,6 +59,7 @@ def register(app: AsyncApp, services: Services) -> None:
                 place=click_place(body),
                 tell=tell,
                 clicked=clicked_card(body),
+                refresh_list=refresher_for_click(services, body, (body.get("actions") or [{}])[0]),
             ),
             name=f"answer {approval_id}",
         )

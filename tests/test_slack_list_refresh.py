@@ -112,3 +112,18 @@ async def test_a_card_click_edits_no_list(slack: Harness) -> None:
     await slack.server.click(APPROVER, card, "approval_approve")
     await slack.settle()
     assert slack.server.message(CHANNEL, listing.ts) is listing and not listing.edited
+
+
+async def test_a_question_answered_from_a_list_leaves_it(slack: Harness) -> None:
+    question = {"question": "Restart which region?", "choices": ["eu", "us"]}
+    await slack.mention(
+        "U0REQUESTER", json.dumps({"tool_calls": [{"name": "ask_user", "arguments": question}]})
+    )
+    listing = await _list(slack, "U0REQUESTER")  # the requester answers their own questions
+    assert "Restart which region?" in json.dumps(listing.blocks)
+    await slack.server.click("U0REQUESTER", listing, "question_choice:0")
+    await slack.settle()
+    listing = slack.server.message(CHANNEL, listing.ts)
+    assert listing is not None and listing.edited
+    assert [e for _, e in listing.buttons() if e["action_id"].startswith("question_")] == []
+    assert "Nothing is waiting for your decision" in json.dumps(listing.blocks)
