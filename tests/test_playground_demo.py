@@ -20,7 +20,12 @@ def _shown(message: Message) -> str:
 
 
 def _cards(messages: list[Message], summary: str) -> list[Message]:
-    return [m for m in messages if any(b.get("block_id") == summary for b in m.blocks)]
+    """Cards in #ops (approvers may get a copy by DM)."""
+    return [
+        m
+        for m in messages
+        if m.channel == CHANNEL and any(b.get("block_id") == summary for b in m.blocks)
+    ]
 
 
 async def test_a_request_without_a_service_asks_which_and_a_follow_up_uses_the_thread(
