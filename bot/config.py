@@ -1,14 +1,15 @@
 """Configuration: one TOML file, every key optional, secrets only from the environment.
 
 The file is read and checked completely at start-up (bad TOML, unknown keys, bad durations,
-tool references that do not import) so that a broken file fails with one clear message that
-names the key, never later in the middle of a run.
+rule conditions that are not valid CEL, tool references that do not import) so that a broken
+file fails with one message naming every problem by its key, never later in the middle of a
+run. The keys, their types and checks are the typed models of ``bot.config_models``; this
+module turns a checked file into the ``Config`` the rest of the bot reads.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,72 +17,66 @@ from pathlib import Path
 from typing import Any
 
 import llm
+from pydantic import ValidationError
 
-from bot.policy import ON_EXPIRY_CHOICES, Policy
+from bot.config_models import (
+    ASK_USER,
+    DEFAULT_DATABASE_URL,
+    DEFAULT_MODEL,
+    DEFAULT_SYSTEM_PROMPT,
+    Settings,
+    SettingsWithAskUserTool,
+    ToolPolicySection,
+    duration_problem,
+    validation_problems,
+)
+from bot.config_models import check_public_url as _check_public_url
+from bot.policy import Policy
+from bot.rules import Rule
 from bot.tools import ToolLoadError, load_tools
 from storage.urls import check_database_url
 
 DEFAULT_CONFIG_PATH = "approval-bot.toml"
-DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///approval-bot.db"
-DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an operations assistant working in a Slack thread. Use the tools you are given. "
-    "Some tools need a human's approval before they run; if a call is denied or expires, "
-    "say so plainly and do not try to get around it."
-)
-
-_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-TOP_LEVEL_KEYS = {
-    "model",
-    "system_prompt",
-    "tools",
-    "approval_ttl",
-    "database_url",
-    "chain_limit",
-    "max_approvals_per_turn",
-    "run_lease",
-    "sweep_interval",
-    "shutdown_grace",
-    "metrics_port",
-    "policies",
-    "ask_user",
-    "public_url",
-    "max_retry_wait",
-    "max_retry_attempts",
-    "approver_dm_limit",
-}
-POLICY_KEYS = {
-    "approval",
-    "approvers",
-    "allow_self_approval",
-    "ttl",
-    "on_expiry",
-    "remind_after",
-    "escalate_after",
-    "escalate_to",
-    "grant_max",
-}
-# The built-in ask_user tool's section: who may answer, how long a question stays open.
-ASK_USER = "ask_user"
-ASK_USER_KEYS = {"answerers", "ttl", "on_expiry"}
+__all__ = [
+    "ASK_USER",
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_DATABASE_URL",
+    "DEFAULT_MODEL",
+    "DEFAULT_SYSTEM_PROMPT",
+    "Config",
+    "ConfigError",
+    "check_public_url",
+    "config_from_dict",
+    "load_config",
+    "parse_duration",
+]
 
 
 class ConfigError(Exception):
-    """A configuration problem, with a message that names the file and the key."""
+    """Configuration problems, with a message that names the file and each key.
+
+    ``problems`` holds one line per problem (``key.path: what is wrong``); the message is
+    that line when there is one, else a count and every line.
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems if problems is not None else [message]
+
+    @classmethod
+    def of(cls, problems: list[str]) -> ConfigError:
+        if len(problems) == 1:
+            return cls(problems[0], problems)
+        listed = "".join(f"\n  {p}" for p in problems)
+        return cls(f"{len(problems)} problems:{listed}", problems)
 
 
 def parse_duration(value: Any, key: str) -> timedelta:
     """``"30m"`` -> 30 minutes. Units: s, m, h, d."""
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match and int(match.group(1)) > 0:
-            return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-    raise ConfigError(
-        f"{key}: {value!r} is not a duration; write a positive number and a unit, "
-        'like "45s", "30m", "2h" or "1d"'
-    )
+    parsed = duration_problem(value)
+    if isinstance(parsed, str):
+        raise ConfigError(f"{key}: {parsed}")
+    return parsed
 
 
 @dataclass
@@ -115,7 +110,7 @@ class Config:
     max_retry_wait: timedelta = timedelta(days=1)
     # How many times one call may be retried; its next RetryAt is a tool error ("gave up").
     max_retry_attempts: int = 5
-    # Most members of one user group that get a DM copy of a card (handlers.reach).
+    # Most members of one user group a new card is sent to by DM.
     approver_dm_limit: int = 25
     source: str = "(defaults)"
 
@@ -128,9 +123,12 @@ class Config:
         return self.policies.get(tool_name) or Policy(ttl=self.approval_ttl)
 
     def policy_for(self, tool_name: str) -> Policy | None:
-        """The tool's policy when it requires approval; None when the tool just runs."""
+        """The tool's policy when its calls pass through it (approval required or denied,
+        or rules that decide per call); None when the tool just runs."""
         policy = self.policies.get(tool_name)
-        return policy if policy is not None and policy.approval == "required" else None
+        if policy is None or (policy.approval == "never" and not policy.rules):
+            return None
+        return policy
 
 
 def config_path(explicit: str | None = None) -> Path:
@@ -166,7 +164,7 @@ def load_config(
     try:
         config = config_from_dict(data, extra_tools=extra_tools)
     except ConfigError as exc:
-        raise ConfigError(f"{resolved}: {exc}") from exc
+        raise ConfigError(f"{resolved}: {exc}", exc.problems) from exc
     config.source = str(resolved) if resolved.exists() else "(defaults)"
     if env.get("DATABASE_URL"):
         try:
@@ -184,186 +182,120 @@ def load_config(
 
 def check_public_url(value: Any) -> str:
     """An http(s) base URL, without a trailing slash."""
-    if not isinstance(value, str) or not re.match(r"^https?://[^\s/]+(/\S*)?$", value.strip()):
-        raise ConfigError(
-            f"{value!r} is not an http(s) URL like https://bot.example.com (where the "
-            "outside world reaches this bot's port)"
-        )
-    return value.strip().rstrip("/")
+    try:
+        return _check_public_url(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None = None) -> Config:
-    unknown = sorted(set(data) - TOP_LEVEL_KEYS)
-    if unknown:
-        known = ", ".join(sorted(TOP_LEVEL_KEYS))
-        raise ConfigError(f"unknown key {unknown[0]!r} (known: {known})")
-    config = Config()
-    config.model = _string(data, "model", config.model)
-    config.system_prompt = _string(data, "system_prompt", config.system_prompt)
-    config.database_url = _string(data, "database_url", config.database_url)
+    """Check a parsed file and build its Config; ConfigError names every problem at once."""
+    problems: list[str] = []
+    tools = _load_tools(data.get("tools", []), extra_tools or [], problems)
+    names = {tool.name for tool in tools} if tools is not None else None
+    model = SettingsWithAskUserTool if names is not None and ASK_USER in names else Settings
+    settings: Settings | None = None
     try:
-        check_database_url(config.database_url)
-    except ValueError as exc:
-        raise ConfigError(f"database_url: {exc}") from exc
-    if "approval_ttl" in data:
-        config.approval_ttl = parse_duration(data["approval_ttl"], "approval_ttl")
-    if "run_lease" in data:
-        config.run_lease = parse_duration(data["run_lease"], "run_lease")
-    if "sweep_interval" in data:
-        config.sweep_interval = parse_duration(data["sweep_interval"], "sweep_interval")
-    if "shutdown_grace" in data:
-        config.shutdown_grace = parse_duration(data["shutdown_grace"], "shutdown_grace")
-    config.chain_limit = _count(data, "chain_limit", config.chain_limit)
-    config.max_approvals_per_turn = _count(
-        data, "max_approvals_per_turn", config.max_approvals_per_turn
-    )
-    if "metrics_port" in data:
-        config.metrics_port = _port(data["metrics_port"], "metrics_port")
-    refs = data.get("tools", [])
+        settings = model.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(validation_problems(exc, model))
+    if names is not None and isinstance(data.get("policies"), dict):
+        for tool_name in data["policies"]:
+            if tool_name not in names and not (tool_name == ASK_USER and model is Settings):
+                known = ", ".join(sorted(names)) or "none configured"
+                problems.append(
+                    f"policies.{tool_name}: no tool named {tool_name!r} (tools: {known})"
+                )
+    if problems or settings is None or tools is None:
+        raise ConfigError.of(problems)
+    return _config(settings, tools)
+
+
+def _load_tools(
+    refs: Any, extra_tools: list[llm.Tool], problems: list[str]
+) -> list[llm.Tool] | None:
+    """The configured tools and the extra ones; None (and the problems) when any fails."""
     if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
-        raise ConfigError('tools: must be a list of import references like "pkg.module:name"')
-    config.tool_refs = list(refs)
-    try:
-        config.tools = [*load_tools(refs), *(extra_tools or [])]
-    except ToolLoadError as exc:
-        raise ConfigError(f"tools: {exc}") from exc
-    names = [tool.name for tool in config.tools]
+        return None  # the typed model says what is wrong with the key
+    tools: list[llm.Tool] = []
+    failed = False
+    for ref in refs:
+        try:
+            tools.extend(load_tools([ref]))
+        except ToolLoadError as exc:
+            problems.append(f"tools: {exc}")
+            failed = True
+    if failed:
+        return None
+    tools.extend(extra_tools)
+    names = [tool.name for tool in tools]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ConfigError(f"tools: two tools are named {duplicates[0]!r}")
-    if "max_retry_wait" in data:
-        config.max_retry_wait = parse_duration(data["max_retry_wait"], "max_retry_wait")
-    config.max_retry_attempts = _count(data, "max_retry_attempts", config.max_retry_attempts)
-    config.approver_dm_limit = _count(data, "approver_dm_limit", config.approver_dm_limit)
-    ask_user = data.get("ask_user", True)
-    if not isinstance(ask_user, bool):
-        raise ConfigError("ask_user: must be true or false")
-    config.ask_user = ask_user
-    if "public_url" in data:
-        try:
-            config.public_url = check_public_url(data["public_url"])
-        except ConfigError as exc:
-            raise ConfigError(f"public_url: {exc}") from exc
-    policies = dict(data.get("policies", {})) if isinstance(data.get("policies"), dict) else None
-    if policies is not None and ASK_USER in policies and ASK_USER not in names:
-        config.ask_user_policy = _ask_user_policy(policies.pop(ASK_USER), config.approval_ttl)
-    config.policies = _policies(
-        data.get("policies", {}) if policies is None else policies,
-        config.approval_ttl,
-        set(names),
+        problems.append(f"tools: two tools are named {duplicates[0]!r}")
+        return None
+    return tools
+
+
+def _config(settings: Settings, tools: list[llm.Tool]) -> Config:
+    config = Config(
+        model=settings.model,
+        system_prompt=settings.system_prompt,
+        tool_refs=list(settings.tools),
+        tools=tools,
+        approval_ttl=settings.approval_ttl,
+        database_url=settings.database_url,
+        chain_limit=settings.chain_limit,
+        max_approvals_per_turn=settings.max_approvals_per_turn,
+        run_lease=settings.run_lease,
+        sweep_interval=settings.sweep_interval,
+        shutdown_grace=settings.shutdown_grace,
+        metrics_port=settings.metrics_port,
+        ask_user=settings.ask_user,
+        public_url=settings.public_url,
+        max_retry_wait=settings.max_retry_wait,
+        max_retry_attempts=settings.max_retry_attempts,
+        approver_dm_limit=settings.approver_dm_limit,
     )
+    section = settings.policies.ask_user
+    if section is not None and not isinstance(section, ToolPolicySection):
+        config.ask_user_policy = Policy(
+            approvers=list(section.answerers),
+            ttl=section.ttl or config.approval_ttl,
+            on_expiry=section.on_expiry,
+        )
+    config.policies = {
+        name: _policy(name, section, config.approval_ttl)
+        for name, section in settings.policies.tools().items()
+    }
     return config
 
 
-def _ask_user_policy(section: Any, default_ttl: timedelta) -> Policy:
-    key = f"policies.{ASK_USER}"
-    if not isinstance(section, dict):
-        raise ConfigError(f"{key}: must be a table")
-    unknown = sorted(set(section) - ASK_USER_KEYS)
-    if unknown:
-        known = ", ".join(sorted(ASK_USER_KEYS))
-        raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {known})")
-    answerers = section.get("answerers", [])
-    if not isinstance(answerers, list) or not all(
-        isinstance(a, str) and a.strip() for a in answerers
-    ):
-        raise ConfigError(f"{key}.answerers: must be a list of Slack user or user-group ids")
-    on_expiry = section.get("on_expiry", "deny")
-    if on_expiry not in ON_EXPIRY_CHOICES:
-        raise ConfigError(f'{key}.on_expiry: {on_expiry!r} must be "deny" or "cancel"')
-    ttl = parse_duration(section["ttl"], f"{key}.ttl") if "ttl" in section else default_ttl
-    return Policy(approvers=[a.strip() for a in answerers], ttl=ttl, on_expiry=on_expiry)
-
-
-def _count(data: dict[str, Any], key: str, default: int) -> int:
-    value = data.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{key}: {value!r} must be a whole number of at least 1")
-    return value
-
-
-def _port(value: Any, key: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
-        raise ConfigError(f"{key}: {value!r} must be a TCP port (1-65535)")
-    return value
-
-
-def _string(data: dict[str, Any], key: str, default: str) -> str:
-    value = data.get(key, default)
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{key}: must be a non-empty string")
-    return value
-
-
-def _policies(raw: Any, default_ttl: timedelta, tool_names: set[str]) -> dict[str, Policy]:
-    if not isinstance(raw, dict):
-        raise ConfigError("policies: must be a table of [policies.<tool name>] sections")
-    policies: dict[str, Policy] = {}
-    for tool_name, section in raw.items():
-        key = f"policies.{tool_name}"
-        if not isinstance(section, dict):
-            raise ConfigError(f"{key}: must be a table")
-        if tool_name not in tool_names:
-            known = ", ".join(sorted(tool_names)) or "none configured"
-            raise ConfigError(f"{key}: no tool named {tool_name!r} (tools: {known})")
-        unknown = sorted(set(section) - POLICY_KEYS)
-        if unknown:
-            known = ", ".join(sorted(POLICY_KEYS))
-            raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {known})")
-        approval = section.get("approval", "required")
-        if approval not in ("required", "never"):
-            raise ConfigError(f'{key}.approval: {approval!r} must be "required" or "never"')
-        approvers = section.get("approvers", [])
-        if not isinstance(approvers, list) or not all(
-            isinstance(a, str) and a.strip() for a in approvers
-        ):
-            raise ConfigError(f"{key}.approvers: must be a list of Slack user or user-group ids")
-        allow_self = section.get("allow_self_approval", False)
-        if not isinstance(allow_self, bool):
-            raise ConfigError(f"{key}.allow_self_approval: must be true or false")
-        on_expiry = section.get("on_expiry", "deny")
-        if on_expiry not in ON_EXPIRY_CHOICES:
-            raise ConfigError(f'{key}.on_expiry: {on_expiry!r} must be "deny" or "cancel"')
-        ttl = parse_duration(section["ttl"], f"{key}.ttl") if "ttl" in section else default_ttl
-        grant_max = (
-            parse_duration(section["grant_max"], f"{key}.grant_max")
-            if "grant_max" in section
-            else None
+def _policy(tool_name: str, section: ToolPolicySection, default_ttl: timedelta) -> Policy:
+    rules = tuple(
+        Rule(
+            label=f"policies.{tool_name}.rules[{index}]",
+            when=rule.when,
+            approval=rule.approval,
+            approvers=rule.approvers,
+            min_approvals=rule.min_approvals,
+            ttl=rule.ttl,
+            on_expiry=rule.on_expiry,
+            message=rule.message,
         )
-        remind_after, escalate_after, escalate_to = _reach(section, key)
-        policies[tool_name] = Policy(
-            approval=approval,
-            approvers=[a.strip() for a in approvers],
-            allow_self_approval=allow_self,
-            ttl=ttl,
-            on_expiry=on_expiry,
-            grant_max=grant_max,
-            remind_after=remind_after,
-            escalate_after=escalate_after,
-            escalate_to=escalate_to,
-        )
-    return policies
-
-
-def _reach(
-    section: dict[str, Any], key: str
-) -> tuple[timedelta | None, timedelta | None, list[str]]:
-    """remind_after, escalate_after and escalate_to of one policy (issue 8's reach)."""
-    remind_after = escalate_after = None
-    if "remind_after" in section:
-        remind_after = parse_duration(section["remind_after"], f"{key}.remind_after")
-    if "escalate_after" in section:
-        escalate_after = parse_duration(section["escalate_after"], f"{key}.escalate_after")
-    escalate_to = section.get("escalate_to", [])
-    if not isinstance(escalate_to, list) or not all(
-        isinstance(a, str) and a.strip() for a in escalate_to
-    ):
-        raise ConfigError(f"{key}.escalate_to: must be a list of Slack user or user-group ids")
-    escalate_to = [a.strip() for a in escalate_to]
-    if escalate_after is not None and not escalate_to:
-        raise ConfigError(
-            f"{key}.escalate_after: needs escalate_to, the people or groups to add as approvers"
-        )
-    if escalate_to and escalate_after is None:
-        raise ConfigError(f"{key}.escalate_to: needs escalate_after, when to add them")
-    return remind_after, escalate_after, escalate_to
+        for index, rule in enumerate(section.rules)
+    )
+    return Policy(
+        approval=section.approval,
+        approvers=list(section.approvers),
+        allow_self_approval=section.allow_self_approval,
+        ttl=section.ttl or default_ttl,
+        on_expiry=section.on_expiry,
+        rules=rules,
+        message=section.message,
+        min_approvals=section.min_approvals,
+        allow_edit=section.allow_edit,
+        grant_max=section.grant_max,
+        remind_after=section.remind_after,
+        escalate_after=section.escalate_after,
+        escalate_to=list(section.escalate_to),
+    )

@@ -45,6 +45,7 @@ from bot.ids import new_approval_id
 from bot.pause_rows import call_context, draft_for, given_up, pause_text, refusal
 from bot.pauses import CallContext, Pause, RetryAt, WaitForCallback, current_call
 from bot.policy import Policy
+from bot.ruled_calls import ruled_call
 from bot.tools import tool_definition
 from storage.records import PayloadHasher
 from storage.repository import (
@@ -104,6 +105,8 @@ class TurnContext:
     max_retry_wait: timedelta = timedelta(days=1)
     max_retry_attempts: int = 5
     wait_policy: Callable[[str], Policy] = lambda _name: Policy()
+    # Where the run's conversation is: rules on arguments see it as ``channel``.
+    channel: str = ""
 
     # A replay's (``Runner.carry_on``): the callbacks that calls of a drive that died armed
     # for the pause it never stored, still waiting or already completed. That call ran and
@@ -281,11 +284,19 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
                     f"schema: {problem}. The call was not run and no approval was asked for; "
                     "correct the arguments, or ask the user for what is missing."
                 )
-            if policy.grant_max is not None:
-                ran = await _translated(turn, _run_granted(turn, prepared, llm_tool_call, policy))
+            # Rules on arguments (bot.rules) choose this call's policy.
+            effective = policy.resolve(
+                storable(llm_tool_call.arguments), requester=turn.requester, channel=turn.channel
+            )
+            if effective.approval != "required":
+                run = lambda: _pausable(turn, prepared, llm_tool_call)  # noqa: E731
+                return await _translated(turn, ruled_call(turn, tool.name, effective, run))
+            if effective.grant_max is not None:
+                work = _run_granted(turn, prepared, llm_tool_call, effective)
+                ran = await _translated(turn, work)
                 if ran is not _NOT_GRANTED:
                     return ran
-            turn.drafts.append(_draft(prepared, llm_tool_call, policy, turn.clock()))
+            turn.drafts.append(_draft(prepared, llm_tool_call, effective, turn.clock()))
             raise ApprovalRequired(f"{tool.name} needs approval")
         return await _translated(turn, _answer(turn, prepared, llm_tool_call, approval))
 
@@ -385,6 +396,9 @@ def _draft(
         remind_at=now + policy.remind_after if policy.remind_after else None,
         escalate_at=now + policy.escalate_after if policy.escalate_after else None,
         escalate_to=tuple(policy.escalate_to),
+        rule=policy.rule,
+        rule_when=policy.rule_when,
+        rule_error=policy.rule_error,
     )
 
 

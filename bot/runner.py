@@ -331,6 +331,7 @@ class Runner(PauseSettling):
             max_retry_wait=self.config.max_retry_wait,
             max_retry_attempts=self.config.max_retry_attempts,
             wait_policy=self.config.wait_policy,
+            channel=run.channel,
         )
         if replay:
             # Armed under the turn the dead drive's pause would have taken (call_context).

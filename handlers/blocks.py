@@ -13,6 +13,7 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
+from handlers.rule_blocks import rule_block, rule_text
 from storage.models import Approval
 
 Block = dict[str, Any]
@@ -220,6 +221,8 @@ def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
             ],
         },
     ]
+    if (rule := rule_block(approval)) is not None:
+        blocks.insert(1, rule)
     if approval.status == "pending":
         blocks.append(decision_buttons(approval, with_arguments_button=cut))
     else:
@@ -471,7 +474,8 @@ def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[
                 "type": "mrkdwn",
                 "text": f"`{escape(approval.tool_name)}` `{escape(summary)}`\n"
                 f"asked by {mention(approval.requester)} {_age(now - approval.created_at)} ago"
-                f" · expires {slack_date(approval.expires_at)}{link}",
+                f" · expires {slack_date(approval.expires_at)}{link}"
+                + (f"\n{rule}" if (rule := rule_text(approval)) else ""),
             },
         },
         # Nobody approves arguments they could not read: offer the whole of them.

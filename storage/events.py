@@ -11,6 +11,8 @@ from storage.rows import AUDIT
 from storage.statements import (
     CLAIM_EVENT,
     FORGET_EVENTS,
+    RULE_MATCHED,
+    audit,
 )
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
@@ -39,6 +41,37 @@ class EventStore:
             return [AUDIT.load(tx, row) for row in tx.all(sql, params)]
 
         return await self.database.run(body, READ_ONE, inline=False)
+
+    async def record_rule_match(
+        self,
+        run_id: str,
+        *,
+        actor: str,
+        tool: str,
+        rule: str,
+        when: str | None,
+        approval: str,
+        now: datetime,
+        error: str | None = None,
+    ) -> None:
+        """Audit a rule on arguments that let a call run without a card or refused it (a
+        rule that asks for approval is audited with the approval it asks for)."""
+
+        def body(tx: Tx) -> None:
+            audit(
+                tx,
+                now,
+                RULE_MATCHED,
+                run_id=run_id,
+                actor=actor,
+                tool=tool,
+                rule=rule,
+                when=when,
+                approval=approval,
+                error=error,
+            )
+
+        await self.database.run(body, WRITE)
 
     # -- runs --------------------------------------------------------------------------
     # -- Slack event de-duplication ----------------------------------------------------

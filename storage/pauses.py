@@ -199,6 +199,9 @@ class PauseStore:
                 "kind": "callback",
                 "token_hash": armed.token_hash,
                 "due_at": None,
+                "rule": None,
+                "rule_when": None,
+                "rule_error": None,
             }
             tx.execute(INSERT_APPROVAL, APPROVALS.params(values))
             audit(tx, now, "callback_armed", run_id=armed.run_id, approval_id=armed.id)

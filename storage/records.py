@@ -76,6 +76,10 @@ class ApprovalDraft:
     remind_at: datetime | None = None
     escalate_at: datetime | None = None
     escalate_to: tuple[str, ...] = ()
+    # The rule on arguments that chose this approval's policy (see Approval.rule).
+    rule: str | None = None
+    rule_when: str | None = None
+    rule_error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from storage.statements import (
     cancel_unfinished_approvals,
     claim_resume,
     lock_run,
+    rule_matched_row,
     run_busy,
 )
 from storage.values import storable
@@ -299,6 +300,9 @@ class RunStore:
                     "kind": draft.kind,
                     "token_hash": draft.token_hash,
                     "due_at": draft.due_at,
+                    "rule": draft.rule,
+                    "rule_when": draft.rule_when,
+                    "rule_error": draft.rule_error,
                 }
                 for draft in drafts
                 if not draft.adopt
@@ -317,6 +321,7 @@ class RunStore:
                 )
                 for draft in drafts
             ]
+            audits += [rule_matched_row(now, run_id, requester, d) for d in drafts if d.rule]
             if rows:
                 tx.executemany(INSERT_APPROVAL, [APPROVALS.params(r) for r in rows])
                 tx.executemany(INSERT_APPROVER, approver_rows(rows))

@@ -251,6 +251,25 @@ def audit_row(
     }
 
 
+RULE_MATCHED = "rule_matched"
+
+
+def rule_matched_row(now: datetime, run_id: str, requester: str, draft: Any) -> dict[str, Any]:
+    """The audit of the rule on arguments that chose an approval's policy."""
+    return audit_row(
+        now,
+        RULE_MATCHED,
+        run_id=run_id,
+        approval_id=draft.id,
+        actor=requester,
+        tool=draft.tool_name,
+        rule=draft.rule,
+        when=draft.rule_when,
+        approval="required",
+        error=draft.rule_error,
+    )
+
+
 def audit(tx: Tx, now: datetime, event: str, **fields: Any) -> None:
     tx.execute(INSERT_AUDIT, audit_row(now, event, **fields))
 

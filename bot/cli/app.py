@@ -36,6 +36,7 @@ Command = Callable[["Repository", "Config", argparse.Namespace], Awaitable[int]]
 COMMANDS = {
     ("db", "upgrade"): "database:db_upgrade",
     ("approvals", "list"): "approvals:approvals_list",
+    ("approvals", "show"): "approvals:approvals_show",
     ("approvals", "decide"): "approvals:approvals_decide",
     ("approvals", "expire"): "approvals:approvals_expire",
     ("runs", "show"): "runs:runs_show",
@@ -98,6 +99,11 @@ def _early_parser() -> argparse.ArgumentParser:
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.command == "config":
+        # The schema describes any file, so a broken one (the reason to want it) is not read.
+        from bot.cli.config_schema import config_schema
+
+        return config_schema(args)
     if args.command == "playground":
         from bot.playground_cli import run_playground
 

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from bot.cli.common import slack_services, worker_id
-from bot.cli.output import approval_json, print_outcome, short_args
+from bot.cli.output import approval_json, iso, print_outcome, rule_line, short_args
 from bot.cli.parser import EXIT_OK, EXIT_REFUSED
 from bot.clock import utcnow
 from storage.repository import PendingFilter
@@ -40,8 +40,37 @@ async def approvals_list(repo: Repository, config: Config, args: argparse.Namesp
             f"asked by {approval.requester}  approvers: {who}  "
             f"expires {approval.expires_at:%Y-%m-%d %H:%M} UTC"
         )
+        if rule := rule_line(approval):
+            print(f"    {rule}")
     if total > len(approvals):
         print(f"… and {total - len(approvals)} more (use --limit)")
+    return EXIT_OK
+
+
+async def approvals_show(repo: Repository, config: Config, args: argparse.Namespace) -> int:
+    """One approval (any kind, any status): what was asked, the rule that applied, its trail."""
+    approval = await repo.get_approval(args.approval_id)
+    if approval is None:
+        print(f"no approval {args.approval_id}", file=sys.stderr)
+        return EXIT_REFUSED
+    audit = await repo.audit_trail(approval_id=approval.id)
+    if args.json:
+        trail = [
+            {"at": iso(e.at), "event": e.event, "actor": e.actor, "detail": e.detail} for e in audit
+        ]
+        print(json.dumps({**approval_json(approval), "audit": trail}, indent=2))
+        return EXIT_OK
+    who = ", ".join(approval.approvers) or "anyone but the requester"
+    print(f"{approval.kind} {approval.id}: {approval.tool_name} {approval.status}")
+    print(f"  arguments: {short_args(approval.arguments, limit=400)}")
+    print(f"  asked by {approval.requester} in run {approval.run_id}; approvers: {who}")
+    print(f"  expires {approval.expires_at:%Y-%m-%d %H:%M} UTC")
+    if rule := rule_line(approval):
+        print(f"  {rule}")
+    if approval.decided_by:
+        print(f"  decided by {approval.decided_by}: {approval.reason or '(no reason)'}")
+    for event in audit:
+        print(f"  {event.at:%Y-%m-%d %H:%M:%S} {event.event} {event.actor or ''}".rstrip())
     return EXIT_OK
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 # create an empty one (and migrate it) only to say there is nothing, so they say so instead.
 NEEDS_A_DATABASE = {
     ("approvals", "list"),
+    ("approvals", "show"),
     ("approvals", "decide"),
     ("approvals", "expire"),
     ("runs", "show"),

@@ -71,7 +71,22 @@ def approval_json(approval: Approval) -> dict[str, Any]:
         "result": approval.result,
         "kind": approval.kind,
         "due_at": iso(approval.due_at),
+        "rule": approval.rule,
+        "rule_when": approval.rule_when,
+        "rule_error": approval.rule_error,
     }
+
+
+def rule_line(approval: Approval) -> str | None:
+    """The rule on arguments that chose the approval's policy, for people; None: none did."""
+    if not approval.rule:
+        return None
+    if approval.rule_error:
+        return (
+            f"rule {approval.rule} ({approval.rule_when}) could not be evaluated "
+            f"({approval.rule_error}): failed closed, the tool's approvers decide"
+        )
+    return f"rule {approval.rule} applied: {approval.rule_when}"
 
 
 def run_json(run: Run) -> dict[str, Any]:

@@ -25,6 +25,7 @@ COMMANDS_WITH_SUBCOMMANDS = {
     "runs": "runs_command",
     "waits": "waits_command",
     "grants": "grants_command",
+    "config": "config_command",
 }
 
 
@@ -107,6 +108,11 @@ def build_parser() -> _Parser:
     listing = approval_commands.add_parser("list", help="pending approvals, newest first")
     listing.add_argument("--json", action="store_true", help="print them as a JSON list")
     listing.add_argument("--limit", type=list_limit, default=100, help="at most this many (100)")
+    show_approval = approval_commands.add_parser(
+        "show", help="one approval: its call, the rule that applied, its audit trail"
+    )
+    show_approval.add_argument("approval_id", metavar="ID")
+    show_approval.add_argument("--json", action="store_true")
     decide = approval_commands.add_parser("decide", help="approve or deny one approval")
     decide.add_argument("approval_id", metavar="ID")
     verdict = decide.add_mutually_exclusive_group(required=True)
@@ -147,6 +153,12 @@ def build_parser() -> _Parser:
         "--conversation", type=CONVERSATION_KEY, default=None, help="continue this conversation key"
     )
 
+    config = commands.add_parser("config", help="the configuration file")
+    config_commands = config.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
+    config_commands.add_parser(
+        "schema", help="print the JSON Schema of the configuration file (for editors)"
+    )
+
     waits = add_waits_commands(commands, list_limit)
     grants = add_grants_commands(commands, list_limit, USER_ID)
     _add_slack_commands(commands)
@@ -156,6 +168,7 @@ def build_parser() -> _Parser:
         "runs": runs,
         "waits": waits,
         "grants": grants,
+        "config": config,
     }
     _global_options_everywhere(parser)
     return parser

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from bot.cli.common import slack_services, worker_id
-from bot.cli.output import approval_json, iso, print_outcome, run_json
+from bot.cli.output import approval_json, iso, print_outcome, rule_line, run_json
 from bot.cli.parser import EXIT_OK, EXIT_REFUSED
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ async def runs_show(repo: Repository, config: Config, args: argparse.Namespace) 
 
             line += f": {describe_wait(approval)}"  # what the run waits for, until when
         print(line)
+        if rule := rule_line(approval):
+            print(f"    {rule}")
     for event in audit:
         print(f"  {event.at:%Y-%m-%d %H:%M:%S} {event.event} {event.actor or ''}".rstrip())
     return EXIT_OK
