@@ -19,34 +19,47 @@ Owns no durable state: the rule that applied is snapshotted on the approval row.
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
-
-import celpy
-import celpy.evaluation
-import lark
+from typing import TYPE_CHECKING, Any
 
 from storage.values import storable
 
+if TYPE_CHECKING:
+    import celpy
+    import lark
+
 # The variables a condition may name.
 VARIABLES = ("args", "requester", "channel")
-# CEL's macros (expanded by the evaluator, not functions) and its functions and type names.
+# CEL's macros (expanded by the evaluator, not functions).
 _MACROS = frozenset({"has", "all", "exists", "exists_one", "map", "filter"})
-_FUNCTIONS = frozenset(
-    name for name in celpy.evaluation.base_functions if name[:1].isalpha()
-) | frozenset({"dyn", "null_type", "type"})
-
-_ENVIRONMENT: celpy.Environment | None = None
 
 
+@functools.cache
+def _functions() -> frozenset[str]:
+    """CEL's functions and type names, as cel-python provides them."""
+    import celpy.evaluation
+
+    names = {name for name in celpy.evaluation.base_functions if name[:1].isalpha()}
+    return frozenset(names | {"dyn", "null_type", "type"})
+
+
+@functools.cache
 def _environment() -> celpy.Environment:
-    # One environment (and so one lark parser) per process; building it is ~50 ms.
-    global _ENVIRONMENT
-    if _ENVIRONMENT is None:
-        _ENVIRONMENT = celpy.Environment()
-    return _ENVIRONMENT
+    """One environment (and so one lark parser) per process. cel-python is imported only
+    when a configuration has rules: building its parser takes most of a second."""
+    import celpy
+
+    # cel-python raises the interpreter's recursion limit as it builds an environment; the
+    # process's limit is not a library's to change (conditions are a line or two of config).
+    limit = sys.getrecursionlimit()
+    try:
+        return celpy.Environment()
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 class RuleSyntaxError(ValueError):
@@ -68,6 +81,8 @@ class Condition:
 
     def holds(self, arguments: dict[str, Any], *, requester: str, channel: str) -> bool:
         """Whether the condition is true for this call; raises RuleEvaluationError."""
+        import celpy
+
         activation = {
             "args": celpy.json_to_cel(storable(dict(arguments))),
             "requester": celpy.celtypes.StringType(requester or ""),
@@ -93,6 +108,8 @@ class RuleEvaluationError(Exception):
 
 def compile_condition(source: str) -> Condition:
     """Parse and check ``source``; raises RuleSyntaxError with the line and column."""
+    import celpy
+
     if not source.strip():
         raise RuleSyntaxError("the condition is empty", line=None, column=None)
     environment = _environment()
@@ -157,7 +174,7 @@ def _check_names(tree: lark.Tree) -> None:
         if node.data == "ident":
             token = node.children[0]
             name = str(token)
-            if name not in VARIABLES and name not in bound and name not in _FUNCTIONS:
+            if name not in VARIABLES and name not in bound and name not in _functions():
                 known = ", ".join(VARIABLES)
                 raise RuleSyntaxError(
                     f"unknown name {name!r} (a condition sees {known})",
@@ -167,7 +184,7 @@ def _check_names(tree: lark.Tree) -> None:
         elif node.data in ("ident_arg", "member_dot_arg"):
             token = node.children[0 if node.data == "ident_arg" else 1]
             name = str(token)
-            if name not in _FUNCTIONS and name not in _MACROS:
+            if name not in _functions() and name not in _MACROS:
                 raise RuleSyntaxError(
                     f"unknown function {name!r}", line=token.line, column=token.column
                 )
@@ -182,6 +199,8 @@ def _check_names(tree: lark.Tree) -> None:
 
 def _macro_variables(tree: lark.Tree) -> Iterator[tuple[str, lark.Tree]]:
     """The variables ``list.exists(x, …)`` and its kin bind (their first argument)."""
+    import lark
+
     for node in tree.iter_subtrees():
         if node.data != "member_dot_arg" or str(node.children[1]) not in _MACROS:
             continue
