@@ -83,12 +83,12 @@ class Condition:
         """Whether the condition is true for this call; raises RuleEvaluationError."""
         import celpy
 
-        activation = {
-            "args": celpy.json_to_cel(storable(dict(arguments))),
-            "requester": celpy.celtypes.StringType(requester or ""),
-            "channel": celpy.celtypes.StringType(channel or ""),
-        }
         try:
+            activation = {
+                "args": celpy.json_to_cel(storable(dict(arguments))),
+                "requester": celpy.celtypes.StringType(requester or ""),
+                "channel": celpy.celtypes.StringType(channel or ""),
+            }
             value = self.program.evaluate(activation)
         except Exception as exc:  # CELEvalError, and whatever a CEL function let through
             raise RuleEvaluationError(_evaluation_reason(exc)) from exc

@@ -317,3 +317,31 @@ def test_config_schema_does_not_need_a_valid_file(
     broken.write_text("colour = ")
     assert main(["--config", str(broken), "config", "schema"]) == 0
     assert json.loads(capsys.readouterr().out)["title"] == "approval-bot configuration"
+
+
+def test_a_condition_that_is_not_true_or_false_fails_closed() -> None:
+    config = config_from_dict(
+        {
+            "tools": ["tests.rule_tools:refund"],
+            "policies": {"refund": {"approval": "never", "rules": [{"when": "args.order"}]}},
+        }
+    )
+    policy = config.policies["refund"].resolve(refund(5), requester="U1", channel="C")
+    assert policy.approval == "required"
+    assert policy.rule_error == "the condition gave string, not true or false"
+
+
+def test_a_tool_denied_outright_tells_the_model_why() -> None:
+    from bot.ruled_calls import refusal_text
+
+    config = config_from_dict(
+        {
+            "tools": ["tests.rule_tools:refund"],
+            "policies": {"refund": {"approval": "deny", "message": "Use the finance portal."}},
+        }
+    )
+    assert config.policy_for("refund") is not None  # gated: its calls are refused
+    assert refusal_text("refund", config.policies["refund"]) == (
+        "Refused by the policy of refund: Use the finance portal. The call to refund was not "
+        "run and no approval was asked for; do not try to get around this."
+    )
