@@ -292,7 +292,7 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
                 run = lambda: _pausable(turn, prepared, llm_tool_call)  # noqa: E731
                 return await _translated(turn, ruled_call(turn, tool.name, effective, run))
             if effective.grant_max is not None:
-                work = _run_granted(turn, prepared, llm_tool_call, effective)
+                work = _run_granted(turn, prepared, llm_tool_call, policy)  # resolves it
                 ran = await _translated(turn, work)
                 if ran is not _NOT_GRANTED:
                     return ran

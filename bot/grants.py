@@ -179,6 +179,8 @@ async def granted_approval(
     )
     if effective.approval != "required" or getattr(effective, "min_approvals", 1) > 1:
         return None  # denied, or asks for more than one person: no grant stands in
+    if effective.rule_error is not None:
+        return None  # a rule that could not be evaluated fails closed: a person looks at it
     scope = arguments_hash(arguments)
     for grant in candidates:
         if not grant_applies(grant, effective, requester=turn.requester, scope=scope, now=now):
@@ -193,6 +195,9 @@ async def granted_approval(
             allow_self_approval=effective.allow_self_approval,
             on_expiry=effective.on_expiry,
             expires_at=now + effective.ttl,
+            rule=effective.rule,
+            rule_when=effective.rule_when,
+            rule_error=effective.rule_error,
         )
         approval = await turn.repo.use_grant(
             grant.id,

@@ -233,6 +233,9 @@ class GrantStore:
                 "kind": "approval",
                 "token_hash": None,
                 "due_at": None,
+                "rule": draft.rule,
+                "rule_when": draft.rule_when,
+                "rule_error": draft.rule_error,
             }
             tx.execute(INSERT_APPROVAL, APPROVALS.params(values))
             tx.executemany(INSERT_APPROVER, approver_rows([values]))
