@@ -35,7 +35,7 @@ HELP = (
     "I'm the offline demo agent. Try: `@approval-bot status of payments`, "
     "`@approval-bot restart payments`, `@approval-bot restart search by region` (I ask you "
     "which), `@approval-bot deploy web` (its pipeline reports back in a few seconds), "
-    "`@approval-bot scale checkout to 5` or "
+    "`@approval-bot scale checkout to 5` (`… in staging` needs nobody's approval) or "
     "`@approval-bot sql select name, replicas from services`."
 )
 
@@ -170,7 +170,10 @@ def choose_tool(
     if verb == "scale":
         if scale is None or scale.group(1) is None:
             return f"How many replicas should {service} have? Say `scale {service} to 5`."
-        return "scale_service", {"service": service, "replicas": int(scale.group(1))}
+        arguments: dict[str, Any] = {"service": service, "replicas": int(scale.group(1))}
+        if re.search(r"\bstaging\b", lowered):
+            arguments["env"] = "staging"  # a rule lets staging scale without asking
+        return "scale_service", arguments
     if verb == "restart":
         if re.search(r"\bregions?\b", lowered):
             # A person has to say which: the agent asks, then restarts there (approved).
@@ -282,9 +285,11 @@ def _report_deploy(url: str, service: str) -> None:
 MAX_REPLICAS = 50
 
 
-def _scale_service(service: str, replicas: int) -> str:
+def _scale_service(service: str, replicas: int, env: str = "prod") -> str:
     if not 0 <= replicas <= MAX_REPLICAS:
         raise ValueError(f"replicas must be between 0 and {MAX_REPLICAS}")
+    if env == "staging":  # the pretend staging is not kept: it just says so
+        return f"scaled {service} to {replicas} replicas in staging"
     with _connect() as db:
         updated = db.execute(
             "UPDATE services SET replicas = ? WHERE name = ?", (replicas, service)
@@ -302,6 +307,7 @@ scale_service = llm.Tool(
         "properties": {
             "service": {"type": "string"},
             "replicas": {"type": "integer", "minimum": 0, "maximum": MAX_REPLICAS},
+            "env": {"type": "string", "enum": ["prod", "staging"], "default": "prod"},
         },
         "required": ["service", "replicas"],
     },
@@ -337,7 +343,12 @@ def demo_config_dict(model: str = DEMO_MODEL_ID) -> dict[str, Any]:
         "sweep_interval": "5s",
         "policies": {
             "restart_service": {"approvers": ["U0APPROVER1", "U0APPROVER2"], "ttl": "15m"},
-            "scale_service": {"approvers": ["U0APPROVER1", "U0APPROVER2"], "ttl": "15m"},
+            "scale_service": {
+                "approvers": ["U0APPROVER1", "U0APPROVER2"],
+                "ttl": "15m",
+                # Rules on arguments: staging scales without asking anyone.
+                "rules": [{"when": 'has(args.env) && args.env == "staging"', "approval": "never"}],
+            },
         },
     }
 

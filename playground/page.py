@@ -351,6 +351,7 @@ class ChannelPage:
                 f"{BOT_HANDLE} restart search by region",
                 f"{BOT_HANDLE} deploy web",
                 f"{BOT_HANDLE} scale checkout to 5",
+                f"{BOT_HANDLE} scale checkout to 5 in staging",
                 f"{BOT_HANDLE} restart",
                 "/approvals",
             )

@@ -345,3 +345,38 @@ def test_a_tool_denied_outright_tells_the_model_why() -> None:
         "Refused by the policy of refund: Use the finance portal. The call to refund was not "
         "run and no approval was asked for; do not try to get around this."
     )
+
+
+def test_the_playgrounds_demo_scales_staging_without_asking() -> None:
+    from playground.demo import choose_tool
+
+    policy = config_from_dict(demo_config_dict()).policy_for("scale_service")
+    assert policy is not None
+    name, staging = choose_tool("scale checkout to 5 in staging") or ("", {})
+    assert name == "scale_service" and staging["env"] == "staging"
+    assert policy.resolve(staging, requester="U", channel="C").approval == "never"
+    _, prod = choose_tool("scale checkout to 5") or ("", {})
+    assert "env" not in prod
+    assert policy.resolve(prod, requester="U", channel="C").approval == "required"
+
+
+def test_the_demo_agent_scales_staging_without_a_card(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("APPROVAL_BOT_DEMO_STATE", str(tmp_path / "demo-state.db"))
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'bot.db'}")
+    config = tmp_path / "bot.toml"
+    config.write_text(
+        'model = "demo"\ntools = ["playground.demo:scale_service"]\n'
+        '[policies.scale_service]\napprovers = ["U0APPROVER1"]\n'
+        "[[policies.scale_service.rules]]\n"
+        'when = \'has(args.env) && args.env == "staging"\'\napproval = "never"\n'
+    )
+    cfg = ["--config", str(config)]
+    assert main([*cfg, "ask", "scale checkout to 5 in staging", "--as", "U1"]) == 0
+    out = capsys.readouterr().out
+    assert ": completed" in out and "scaled checkout to 5 replicas in staging" in out
+    assert main([*cfg, "approvals", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main([*cfg, "ask", "scale checkout to 5", "--as", "U1"]) == 0
+    assert ": paused" in capsys.readouterr().out, "prod still asks"
