@@ -6,7 +6,7 @@ All nullable: approvals no rule chose, and the previous release, which does not 
 columns, keep working against the upgraded database.
 
 Revision ID: 0008_rules
-Revises: 0011_grants
+Revises: 0012_reach
 Create Date: 2026-11-30
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008_rules"
-down_revision = "0011_grants"
+down_revision = "0012_reach"
 branch_labels = None
 depends_on = None
 
