@@ -241,6 +241,15 @@ class RuleSection(Section):
 class ToolPolicySection(Section):
     """``[policies.<tool name>]``: who approves its calls, and its rules on arguments."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "dependentRequired": {
+                "escalate_after": ["escalate_to"],
+                "escalate_to": ["escalate_after"],
+            }
+        }
+    )
+
     approval: Approval = "required"
     approvers: Ids = Field(default_factory=list)
     allow_self_approval: Flag = False

@@ -306,6 +306,7 @@ def test_config_schema_is_a_json_schema_the_shipped_files_validate_against(
         {"policies": {"refund": {"rules": [{"approval": "never"}]}}},
         {"policies": {"refund": {"approval": "sometimes"}}},
         {"policies": {"refund": {"rules": [{"when": "true", "quorum": 2}]}}},
+        {"policies": {"refund": {"escalate_after": "20m"}}},
     ):
         assert not validator.is_valid(bad), bad
 
