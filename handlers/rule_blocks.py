@@ -21,7 +21,7 @@ def rule_text(approval: Approval) -> str | None:
     label = getattr(approval, "rule", None)
     if not label:
         return None
-    name = _code(escaped_within(label, 255))
+    name = _code(escaped_within(label, 300))
     when = _code(escaped_within(approval.rule_when or "", RULE_WHEN_LIMIT))
     if approval.rule_error:
         error = escaped_within(approval.rule_error, RULE_ERROR_LIMIT)

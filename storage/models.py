@@ -161,7 +161,7 @@ class Approval(Base):
     # The rule on arguments that applied when the approval was requested (its label, e.g.
     # "policies.refund.rules[0]", and its condition), and why its condition could not be
     # evaluated when it could not (the call then failed closed): shown on the card.
-    rule: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    rule: Mapped[str | None] = mapped_column(Text, nullable=True)
     rule_when: Mapped[str | None] = mapped_column(Text, nullable=True)
     rule_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 

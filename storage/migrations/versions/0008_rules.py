@@ -21,7 +21,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("approvals") as batch:
-        batch.add_column(sa.Column("rule", sa.String(255), nullable=True))
+        batch.add_column(sa.Column("rule", sa.Text(), nullable=True))
         batch.add_column(sa.Column("rule_when", sa.Text(), nullable=True))
         batch.add_column(sa.Column("rule_error", sa.Text(), nullable=True))
 
