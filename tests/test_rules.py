@@ -353,10 +353,14 @@ def test_the_playgrounds_demo_scales_staging_without_asking() -> None:
 
     policy = config_from_dict(demo_config_dict()).policy_for("scale_service")
     assert policy is not None
-    name, staging = choose_tool("scale checkout to 5 in staging") or ("", {})
-    assert name == "scale_service" and staging["env"] == "staging"
+    chosen = choose_tool("scale checkout to 5 in staging")
+    assert isinstance(chosen, tuple) and chosen[0] == "scale_service"
+    staging = chosen[1]
+    assert staging["env"] == "staging"
     assert policy.resolve(staging, requester="U", channel="C").approval == "never"
-    _, prod = choose_tool("scale checkout to 5") or ("", {})
+    chosen = choose_tool("scale checkout to 5")
+    assert isinstance(chosen, tuple)
+    prod = chosen[1]
     assert "env" not in prod
     assert policy.resolve(prod, requester="U", channel="C").approval == "required"
 
