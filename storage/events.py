@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +17,25 @@ from storage.statements import (
 )
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
+
+# One page of the export: events after a known id, in id order (the primary key's index), with
+# the workspace and channel of their run. Paging by id, not OFFSET, keeps every page as cheap
+# as the first, however long the trail.
+_AUDIT_COLUMNS = ", ".join(f"a.{name}" for name in AUDIT.names)
+AUDIT_PAGE = (
+    f"SELECT {_AUDIT_COLUMNS}, r.team_id, r.channel FROM audit_events a "
+    "LEFT JOIN runs r ON r.id = a.run_id "
+    "WHERE a.id > :after AND a.at >= :since AND a.at < :until ORDER BY a.id LIMIT :limit"
+)
+
+
+@dataclass(frozen=True)
+class ExportedEvent:
+    """One audit event as exported: who, when, what, and where (its run's team and channel)."""
+
+    event: AuditEvent
+    team_id: str
+    channel: str
 
 
 class EventStore:
@@ -74,6 +94,22 @@ class EventStore:
         await self.database.run(body, WRITE)
 
     # -- runs --------------------------------------------------------------------------
+    async def audit_page(
+        self, *, since: datetime, until: datetime, after: int = 0, limit: int = 1000
+    ) -> list[ExportedEvent]:
+        """Up to ``limit`` events with ``since <= at < until`` and an id above ``after``,
+        oldest id first: call again with the last id to stream the whole trail."""
+        params = {"since": since, "until": until, "after": after, "limit": limit}
+        width = len(AUDIT.names)
+
+        def body(tx: Tx) -> list[ExportedEvent]:
+            return [
+                ExportedEvent(AUDIT.load(tx, row[:width]), row[width] or "", row[width + 1] or "")
+                for row in tx.all(AUDIT_PAGE, params)
+            ]
+
+        return await self.database.run(body, READ_ONE, inline=False)
+
     # -- Slack event de-duplication ----------------------------------------------------
 
     async def claim_event(self, event_id: str, *, now: datetime) -> bool:

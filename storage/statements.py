@@ -109,7 +109,7 @@ CANCEL_PAUSED_RUN = (
 )
 CANCEL_PENDING_APPROVALS = (
     "UPDATE approvals SET status = 'cancelled', reason = :reason, decided_at = :now "
-    "WHERE run_id = :run_id AND status = 'pending'"
+    "WHERE run_id = :run_id AND status = 'pending' RETURNING id"
 )
 # A run that ended failed or cancelled runs none of its calls any more: an approved call
 # not yet started, or one still waiting (a callback armed, a retry due), is cancelled, not
@@ -301,7 +301,9 @@ def cancel_paused_run(tx: Tx, run_id: str, reason: str, now: datetime) -> bool:
     params = {"run_id": run_id, "reason": reason, "now": now}
     if tx.execute(CANCEL_PAUSED_RUN, params) != 1:
         return False
-    tx.execute(CANCEL_PENDING_APPROVALS, params)
+    # Each approval the cancel settles is in the audit trail, as any other cancel's is.
+    for (approval_id,) in tx.all(CANCEL_PENDING_APPROVALS, params):
+        audit(tx, now, "approval_cancelled", run_id=run_id, approval_id=approval_id, reason=reason)
     audit(tx, now, "run_cancelled", run_id=run_id, reason=reason)
     cancel_unfinished_approvals(tx, run_id, f"the run was cancelled: {reason}", now)
     return True

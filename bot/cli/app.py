@@ -47,6 +47,7 @@ COMMANDS = {
     ("waits", "complete"): "waits:waits_complete",
     ("grants", "list"): "grants:grants_list",
     ("grants", "revoke"): "grants:grants_revoke",
+    ("audit", "export"): "audit:audit_export",
 }
 # The commands that may drive a run, and so reach a model: they load llm's plugins.
 DRIVE_RUNS = {

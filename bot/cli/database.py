@@ -27,6 +27,7 @@ NEEDS_A_DATABASE = {
     ("waits", "complete"),
     ("grants", "list"),
     ("grants", "revoke"),
+    ("audit", "export"),
 }
 
 

@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from bot.cli.audit import add_audit_commands
 from bot.cli.grants import add_grants_commands
 from bot.cli.waits import add_waits_commands
 from bot.logs import LOG_FORMAT_ENV, LOG_FORMATS
@@ -26,6 +27,7 @@ COMMANDS_WITH_SUBCOMMANDS = {
     "waits": "waits_command",
     "grants": "grants_command",
     "config": "config_command",
+    "audit": "audit_command",
 }
 
 
@@ -161,6 +163,7 @@ def build_parser() -> _Parser:
 
     waits = add_waits_commands(commands, list_limit)
     grants = add_grants_commands(commands, list_limit, USER_ID)
+    audit = add_audit_commands(commands)
     _add_slack_commands(commands)
     parser.subcommand_parsers = {
         "db": db,
@@ -169,6 +172,7 @@ def build_parser() -> _Parser:
         "waits": waits,
         "grants": grants,
         "config": config,
+        "audit": audit,
     }
     _global_options_everywhere(parser)
     return parser
