@@ -14,9 +14,8 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import llm
 from pydantic import ValidationError
 
 from bot.config_models import (
@@ -33,8 +32,12 @@ from bot.config_models import (
 from bot.config_models import check_public_url as _check_public_url
 from bot.policy import Policy
 from bot.rules import Rule
-from bot.tools import ToolLoadError, load_tools
 from storage.urls import check_database_url
+
+if TYPE_CHECKING:
+    # llm is imported when the tools are loaded (bot.tools), which commands that only read
+    # the database skip (``load_config(tools=False)``): it is most of their start-up.
+    import llm
 
 DEFAULT_CONFIG_PATH = "approval-bot.toml"
 __all__ = [
@@ -140,11 +143,13 @@ def load_config(
     *,
     extra_tools: list[llm.Tool] | None = None,
     environ: dict[str, str] | None = None,
+    tools: bool = True,
 ) -> Config:
     """Load and check the configuration; a missing default file means all defaults.
 
     An explicitly named file that does not exist is an error: a typo should not silently
-    run the bot with no policies at all.
+    run the bot with no policies at all. ``tools=False`` (commands that only read what is
+    recorded): the tools are not imported, so policies are not checked against their names.
     """
     env = os.environ if environ is None else environ
     explicit = path is not None or "APPROVAL_BOT_CONFIG" in env
@@ -162,7 +167,7 @@ def load_config(
     elif explicit:
         raise ConfigError(f"{resolved}: no such configuration file")
     try:
-        config = config_from_dict(data, extra_tools=extra_tools)
+        config = config_from_dict(data, extra_tools=extra_tools, tools=tools)
     except ConfigError as exc:
         raise ConfigError(f"{resolved}: {exc}", exc.problems) from exc
     config.source = str(resolved) if resolved.exists() else "(defaults)"
@@ -188,11 +193,18 @@ def check_public_url(value: Any) -> str:
         raise ConfigError(str(exc)) from exc
 
 
-def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None = None) -> Config:
-    """Check a parsed file and build its Config; ConfigError names every problem at once."""
+def config_from_dict(
+    data: dict[str, Any], *, extra_tools: list[llm.Tool] | None = None, tools: bool = True
+) -> Config:
+    """Check a parsed file and build its Config; ConfigError names every problem at once.
+
+    ``tools=False``: no tool is imported (``Config.tools`` is empty), so policies are not
+    checked against tool names, and a tool of the file may be called ``ask_user``."""
     problems: list[str] = []
-    tools = _load_tools(data.get("tools", []), extra_tools or [], problems)
-    names = {tool.name for tool in tools} if tools is not None else None
+    if not tools:
+        return _config_without_tools(data)
+    loaded = _load_tools(data.get("tools", []), extra_tools or [], problems)
+    names = {tool.name for tool in loaded} if loaded is not None else None
     model = SettingsWithAskUserTool if names is not None and ASK_USER in names else Settings
     settings: Settings | None = None
     try:
@@ -206,15 +218,28 @@ def config_from_dict(data: dict[str, Any], *, extra_tools: list[llm.Tool] | None
                 problems.append(
                     f"policies.{tool_name}: no tool named {tool_name!r} (tools: {known})"
                 )
-    if problems or settings is None or tools is None:
+    if problems or settings is None or loaded is None:
         raise ConfigError.of(problems)
-    return _config(settings, tools)
+    return _config(settings, loaded)
+
+
+def _config_without_tools(data: dict[str, Any]) -> Config:
+    """The file checked as it would be with tools, but for their names (unknown here)."""
+    problems: list[str] = []
+    for model in (Settings, SettingsWithAskUserTool):
+        try:
+            return _config(model.model_validate(data), [])
+        except ValidationError as exc:
+            problems = problems or validation_problems(exc, model)
+    raise ConfigError.of(problems)
 
 
 def _load_tools(
     refs: Any, extra_tools: list[llm.Tool], problems: list[str]
 ) -> list[llm.Tool] | None:
     """The configured tools and the extra ones; None (and the problems) when any fails."""
+    from bot.tools import ToolLoadError, load_tools
+
     if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
         return None  # the typed model says what is wrong with the key
     tools: list[llm.Tool] = []

@@ -19,10 +19,9 @@ they are used: assign them on :mod:`storage.sqlite`, not here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from storage.postgres import PG_TIMEOUTS, PostgresDatabase, dollar_params
 from storage.protocol import Database, Mode, Tx
@@ -39,6 +38,9 @@ from storage.sqlite import (
 )
 from storage.urls import normalize_url
 from storage.values import json_text  # JSON column text, for the repository
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "CHECKPOINT_EVERY",
@@ -88,6 +90,8 @@ def open_database(url: str, *, sqlite_inline: bool = True, **engine_kwargs: Any)
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """A SQLAlchemy async engine (aiosqlite or asyncpg) set up like the repository's own."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     engine = create_async_engine(normalize_url(url), **kwargs)
     if is_sqlite(engine):
         drive_sqlite_transactions(engine.sync_engine)

@@ -18,16 +18,19 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from storage.limits import PG_UNRESPONSIVE_GRACE, DatabaseBusy, current_deadline
 from storage.protocol import Mode, T, Tx
 from storage.values import storable_text
+
+if TYPE_CHECKING:
+    # The async engine is imported by whoever creates one (storage.db.create_engine).
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _dollar_cache: dict[str, tuple[str, tuple[str, ...]]] = {}

@@ -30,9 +30,7 @@ detached model instances: nothing is loaded lazily after the transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncEngine
+from typing import TYPE_CHECKING, Any
 
 from storage import migrate
 from storage.approvals import ApprovalStore
@@ -74,6 +72,9 @@ from storage.rows import APPROVALS, RUNS, Rows, insert_sql
 from storage.runs import RunStore
 from storage.statements import INSERT_APPROVAL, INSERT_APPROVER, approver_rows
 from storage.urls import DatabaseUnavailable, reporting_unavailable
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
@@ -117,7 +118,7 @@ class Repository(
     pauses, events, Slack installs, App Home reads, standing grants, the approvers' reach)."""
 
     def __init__(self, database: Database | AsyncEngine) -> None:
-        if isinstance(database, AsyncEngine):  # older callers built the engine themselves
+        if hasattr(database, "sync_engine"):  # older callers built the engine themselves
             database = _database_for_engine(database)
         self.database = database
         self.dialect = database.dialect

@@ -57,19 +57,23 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool, StaticPool
 
 from storage.limits import DatabaseBusy, current_deadline, run_by_deadline
 from storage.protocol import Mode, T, Tx
 from storage.urls import normalize_url
 from storage.values import storable_text
+
+if TYPE_CHECKING:
+    # Imported when an engine is first asked for: the repository never needs one on SQLite,
+    # and a command that only reads should not wait for SQLAlchemy's async layer.
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Inline mode: writes between two checkpoints of the WAL (PASSIVE, on a thread of their own),
@@ -517,6 +521,8 @@ class SQLiteDatabase:
             raise RuntimeError("an in-memory SQLite database has no second engine")
         if self._engine is None:
             kwargs = {k: v for k, v in self._engine_kwargs.items() if k != "connect_args"}
+            from sqlalchemy.ext.asyncio import create_async_engine
+
             engine = create_async_engine(normalize_url(self.url), **kwargs)
             drive_sqlite_transactions(engine.sync_engine)
             self._engine = engine
