@@ -48,7 +48,7 @@ def json_body(text: str) -> str:
 
 
 def wait_json(wait: Approval) -> dict[str, Any]:
-    from bot.runner import describe_wait
+    from bot.decisions import describe_wait
 
     return {
         "id": wait.id,
@@ -66,7 +66,7 @@ def wait_json(wait: Approval) -> dict[str, Any]:
 
 
 async def waits_list(repo: Repository, config: Config, args: argparse.Namespace) -> int:
-    from bot.runner import describe_wait
+    from bot.decisions import describe_wait
 
     waits = await repo.pending_waits(limit=args.limit)
     if args.json:
