@@ -436,13 +436,19 @@ def decision_text(approval: Any) -> str:
             return approval.result or ""
         case "denied":
             reason = f": {approval.reason}" if approval.reason else " (no reason given)"
-            return f"Denied by @{approval.decided_by}{reason}. The call was not run."
+            return f"Denied by {decider(approval)}{reason}. The call was not run."
         case "expired":
             when = approval.expires_at.strftime("%Y-%m-%d %H:%M UTC")
             return f"Expired at {when} with no decision. The call was not run."
         case "cancelled":
             return f"Cancelled: {approval.result or approval.reason}. The call was not run."
     return unknown_text(approval.tool_name)
+
+
+def decider(approval: Any) -> str:
+    """Who decided, as the model reads it: the display name stored with the decision
+    ("Bo Lee (@bo)"), else the user id as @U…."""
+    return getattr(approval, "decided_by_name", None) or f"@{approval.decided_by}"
 
 
 def unknown_text(tool_name: str) -> str:

@@ -498,6 +498,7 @@ class Runner(PauseSettling):
         actor_groups: Collection[str] = (),
         claim_resume: bool = True,
         grant: GrantDraft | None = None,
+        actor_name: str | None = None,
     ) -> Decision:
         """Approve or deny; exactly one concurrent decision wins.
 
@@ -508,6 +509,8 @@ class Runner(PauseSettling):
         ``claim_resume`` False it never does: the run stays paused with nothing pending and
         a bot's sweeper resumes it (``claim_stranded_runs``). ``grant``: an approval that
         also creates a standing grant (bot.grants checks it may), in the same transaction.
+        ``actor_name``: the decider's display name (handlers look it up), stored for the
+        texts the model reads.
         """
         approval = await self.repo.get_approval(approval_id)
         if approval is None:
@@ -532,6 +535,7 @@ class Runner(PauseSettling):
             now=now,
             claim=claim_resume,
             grant=grant,
+            actor_name=actor_name,
         )
         if outcome is not None:
             if outcome.resume_claimed:

@@ -515,6 +515,7 @@ HELP_TEXT = (
     "• `/approvals mine` — what you asked for\n"
     "• `/approvals all` — everything pending in this channel\n"
     "• `/approvals grants` — tools allowed without asking in this channel's threads\n"
+    "• `/approvals history` — recent decisions in this channel\n"
     "• `/approvals help` — this message\n"
     "Each item has the same buttons as its card: Approve / Deny, or a question's answers. "
     "Calls waiting on another system or for a retry are listed too."

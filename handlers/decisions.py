@@ -15,10 +15,11 @@ from bot import logs
 from bot.clock import utcnow
 from bot.failpoints import failpoint
 from bot.runner import ApprovalExpired, Decision, DecisionRefused, RunOutcome
-from handlers.blocks import escape, mention
+from handlers.blocks import escape
 from handlers.pause_blocks import CALLBACK, RETRY, choices_of, kind_of
 from handlers.publish import RESUMING, RESUMING_ANSWERED, CardPlace
 from handlers.services import GroupLookupFailed, Services
+from handlers.slack_text import refusal_text
 from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, ExpiryOutcome, time_limit
 
@@ -108,8 +109,18 @@ async def decide_from_slack(
     ``refresh_list``: edits the /approvals list the click came from (handlers/list_refresh)."""
 
     async def decide(approval: Approval, groups: set[str]) -> Decision:
+        # Looked up now (cached), stored with the decision: the model reads who decided by
+        # name, after a restart too, and the engine never asks Slack.
+        name = None
+        if services.people is not None:
+            name = await services.people.name_of(actor, team=approval.team_id)
         return await services.runner.decide(
-            approval.id, actor=actor, approve=approve, reason=reason, actor_groups=groups
+            approval.id,
+            actor=actor,
+            approve=approve,
+            reason=reason,
+            actor_groups=groups,
+            actor_name=name,
         )
 
     verb = "Approved" if approve else "Denied"
@@ -174,15 +185,6 @@ async def answer_from_slack(
     )
 
 
-def _with_mention(text: str, approval: Approval | None) -> str:
-    """ "Already approved by @U0B…" names the decider as a mention, which Slack shows to each
-    reader as the person's name ("@bo")."""
-    decided_by = approval.decided_by if approval is not None else None
-    if not decided_by:
-        return text
-    return text.replace(f"by @{decided_by} ", f"by {mention(decided_by)} ", 1)
-
-
 class NotAChoice(DecisionRefused):
     """A click that names no stored choice: a crafted or stale request."""
 
@@ -226,7 +228,7 @@ async def _settle_from_slack(
         await tell(GROUPS_UNKNOWN)
         return
     except ApprovalExpired as expired:
-        await tell(f":hourglass: {expired}")
+        await tell(f":hourglass: {refusal_text(expired)}")
         if expired.expiry is not None:
             await after_expiry(services, expired.expiry)
         await services.publisher.refresh_card(approval_id, clicked=clicked)
@@ -234,7 +236,7 @@ async def _settle_from_slack(
             await refresh_list(approval_id)
         return
     except DecisionRefused as refused:
-        await tell(f":no_entry: {_with_mention(str(refused), refused.approval)}")
+        await tell(f":no_entry: {refusal_text(refused)}")
         if refused.approval is not None and refused.approval.status != "pending":
             await services.publisher.refresh_card(approval_id, clicked=clicked)
             if refresh_list is not None:

@@ -32,6 +32,7 @@ from handlers.decisions import (
     decide_from_slack,
     refresh_settled_cards,
 )
+from handlers.history import HISTORY_SIZE, render_history
 from handlers.interactions import click_place, clicked_card, json_object, teller
 from handlers.list_refresh import list_refresher, refresher_for_click
 from handlers.services import GroupLookupFailed, Services
@@ -369,6 +370,9 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
 
             await grants_command(ack, command, services)
             return
+        if word == "history":
+            await ack(**await history_answer(services, command))
+            return
         if word not in VIEWS:
             await ack(
                 text=f"I don't know `/approvals {blocks.escape(word)}`.\n\n{blocks.HELP_TEXT}",
@@ -417,6 +421,21 @@ def register_approvals_command(app: AsyncApp, services: Services) -> None:
             await respond(text=GROUPS_UNLISTED, response_type="ephemeral", replace_original=False)
             return
         await respond(text=text, blocks=page_blocks, replace_original=True)
+
+
+async def history_answer(services: Services, command: dict[str, Any]) -> dict[str, Any]:
+    """``/approvals history``: the acknowledgement's ephemeral answer."""
+    channel = command.get("channel_id", "")
+    try:
+        with time_limit(services.ack_time_limit):
+            decided = await services.repo.channel_decisions(
+                team_id=command.get("team_id", ""), channel=channel, limit=HISTORY_SIZE
+            )
+    except DATABASE_FAILURES as exc:
+        log.error("/approvals history for %s: not listed (%s)", command.get("user_id"), exc)
+        return {"text": LIST_FAILED, "response_type": "ephemeral"}
+    text, history_blocks = render_history(decided, channel)
+    return {"text": text, "blocks": history_blocks, "response_type": "ephemeral"}
 
 
 async def approvals_page(

@@ -28,6 +28,7 @@ from storage.repository import Repository
 
 if TYPE_CHECKING:
     from handlers.home import HomeTabs
+    from handlers.people import PeopleNames
     from handlers.reach import Reach
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,7 @@ class Services:
     clients: WorkspaceClients
     home: HomeTabs | None = None  # the App Home, once the bolt app registers it
     reach: Reach | None = None  # DM copies, reminders, escalations (handlers.reach)
+    people: PeopleNames | None = None  # display names (users.info), cached
     ack_time_limit: float = ACK_TIME_LIMIT
     decision_time_limit: float = DECISION_TIME_LIMIT
 
@@ -228,6 +230,7 @@ class Services:
     ) -> Services:
         """``clients``: a token per workspace (OAuth installs); else ``client`` for all."""
         from handlers.grant_listeners import CardGrants
+        from handlers.people import PeopleNames
 
         clients = clients or WorkspaceClients(client)
         publisher = Publisher(client, repo, clients)
@@ -241,6 +244,7 @@ class Services:
             groups=UserGroups(client, clients=clients),
             background=BackgroundTasks(),
             clients=clients,
+            people=PeopleNames(client, clients=clients),
         )
 
     def group_approvers(self) -> set[str]:

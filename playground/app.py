@@ -35,13 +35,14 @@ class Person:
     id: str
     name: str
     role: str
+    full_name: str = ""  # what users.info answers as real_name
 
 
 PEOPLE = (
-    Person("U0REQUESTER", "ana", "requester"),
-    Person("U0APPROVER1", "bo", "approver"),
-    Person("U0APPROVER2", "cy", "approver"),
-    Person("U0OUTSIDER", "dee", "outsider"),
+    Person("U0REQUESTER", "ana", "requester", "Ana Ruiz"),
+    Person("U0APPROVER1", "bo", "approver", "Bo Lee"),
+    Person("U0APPROVER2", "cy", "approver", "Cy Park"),
+    Person("U0OUTSIDER", "dee", "outsider", "Dee Shah"),
 )
 
 
@@ -136,6 +137,7 @@ async def running_playground(
     server = SlackServer(
         signing_secret=secret,
         users={p.id: p.name for p in PEOPLE},
+        real_names={p.id: p.full_name for p in PEOPLE if p.full_name},
         channels={CHANNEL: "ops"},
     )
     from playground.page import add_page_routes

@@ -91,6 +91,7 @@ class ApprovalStore:
         now: datetime,
         claim: bool = True,
         grant: GrantDraft | None = None,
+        actor_name: str | None = None,
     ) -> DecisionOutcome | None:
         """Record a decision if the approval is still pending and unexpired.
 
@@ -104,7 +105,16 @@ class ApprovalStore:
         also creates that standing grant (storage.grants), in the same transaction.
         """
         status = "approved" if approve else "denied"
-        params = {"id": approval_id, "status": status, "actor": actor, "reason": reason, "now": now}
+        # The name is what people knew the decider as: it cannot be longer than its column.
+        actor_name = actor_name[:255] if actor_name else None
+        params = {
+            "id": approval_id,
+            "status": status,
+            "actor": actor,
+            "actor_name": actor_name,
+            "reason": reason,
+            "now": now,
+        }
 
         def body(tx: Tx) -> DecisionOutcome | None:
             lock_run_of_approval(tx, approval_id)
@@ -120,6 +130,7 @@ class ApprovalStore:
                 approval_id=approval_id,
                 actor=actor,
                 reason=reason,
+                **({"actor_name": actor_name} if actor_name else {}),
             )
             if grant is not None and approve:
                 insert_grant(tx, grant, approval, actor, now)

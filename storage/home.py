@@ -21,6 +21,14 @@ RECENT_DECISIONS = (
 )
 
 
+# ``/approvals history``: a channel's latest settled approvals (ix_approvals_decided_channel).
+CHANNEL_DECISIONS = (
+    f"SELECT {APPROVALS.columns} FROM approvals "
+    "WHERE team_id = :team_id AND channel = :channel AND decided_at IS NOT NULL "
+    "AND kind = 'approval' ORDER BY decided_at DESC, id DESC LIMIT :limit"
+)
+
+
 class HomeStore:
     database: Database
 
@@ -32,3 +40,12 @@ class HomeStore:
             return [APPROVALS.load(tx, row) for row in tx.all(RECENT_DECISIONS, params)]
 
         return await self.database.run(body, READ_ONE, inline=False)
+
+    async def channel_decisions(self, *, team_id: str, channel: str, limit: int) -> list[Approval]:
+        """The latest settled approvals of one channel, newest first (``/approvals history``)."""
+        params = {"team_id": team_id, "channel": channel, "limit": limit}
+
+        def body(tx: Tx) -> list[Approval]:
+            return [APPROVALS.load(tx, row) for row in tx.all(CHANNEL_DECISIONS, params)]
+
+        return await self.database.run(body, READ_ONE)

@@ -116,6 +116,15 @@ class Approval(Base):
             sqlite_where=text(CARD_OUTBOX),
             postgresql_where=text(CARD_OUTBOX),
         ),
+        # /approvals history: a channel's latest decisions, without reading the others'.
+        Index(
+            "ix_approvals_decided_channel",
+            "team_id",
+            "channel",
+            "decided_at",
+            sqlite_where=text("decided_at IS NOT NULL"),
+            postgresql_where=text("decided_at IS NOT NULL"),
+        ),
         Index(
             "ix_approvals_due_retries",
             "due_at",
@@ -142,6 +151,9 @@ class Approval(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime)
     expires_at: Mapped[datetime] = mapped_column(DateTime)
     decided_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # The decider's display name ("Bo Lee (@bo)") as Slack said it at the decision, for texts
+    # Slack does not render mentions in (the model's tool result, the CLI). None: unknown.
+    decided_by_name: Mapped[str | None] = mapped_column(String(255), nullable=True)
     decided_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     result: Mapped[str | None] = mapped_column(Text, nullable=True)

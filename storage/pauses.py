@@ -189,6 +189,7 @@ class PauseStore:
                 "created_at": now,
                 "expires_at": armed.expires_at,
                 "decided_by": None,
+                "decided_by_name": None,
                 "decided_at": None,
                 "reason": None,
                 "result": None,

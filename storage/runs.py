@@ -290,6 +290,7 @@ class RunStore:
                     "created_at": now,
                     "expires_at": draft.expires_at,
                     "decided_by": None,
+                    "decided_by_name": None,
                     "decided_at": None,
                     "reason": draft.reason,
                     "result": None,

@@ -136,8 +136,8 @@ INSERT_APPROVER = (
 )
 DECIDE = (
     "UPDATE approvals SET status = :status, decided_by = :actor, decided_at = :now, "
-    "reason = :reason WHERE id = :id AND kind = 'approval' AND status = 'pending' "
-    "AND expires_at > :now "
+    "decided_by_name = :actor_name, reason = :reason "
+    "WHERE id = :id AND kind = 'approval' AND status = 'pending' AND expires_at > :now "
     f"RETURNING {APPROVALS.columns}"
 )
 EXPIRE = (

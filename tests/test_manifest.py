@@ -27,6 +27,7 @@ def test_manifest_matches_slacks_schema(manifest: dict) -> None:
 def test_manifest_declares_what_the_bot_uses(manifest: dict) -> None:
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
     assert {"app_mentions:read", "chat:write", "commands", "im:write", "usergroups:read"} <= scopes
+    assert "users:read" in scopes  # display names for tool results (handlers.people)
     assert manifest["settings"]["event_subscriptions"]["bot_events"] == [
         "app_mention",
         "app_home_opened",

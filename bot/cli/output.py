@@ -66,6 +66,7 @@ def approval_json(approval: Approval) -> dict[str, Any]:
         "created_at": iso(approval.created_at),
         "expires_at": iso(approval.expires_at),
         "decided_by": approval.decided_by,
+        "decided_by_name": approval.decided_by_name,
         "decided_at": iso(approval.decided_at),
         "reason": approval.reason,
         "result": approval.result,

@@ -53,8 +53,11 @@ async def runs_show(repo: Repository, config: Config, args: argparse.Namespace) 
         print(f"  error: {run.error}")
     for approval in approvals:
         line = f"  {approval.kind} {approval.id}: {approval.tool_name} {approval.status}"
+        if approval.kind == "approval" and approval.decided_by:
+            # The name Slack gave when it was decided (the terminal renders no mentions).
+            line += f" by {approval.decided_by_name or approval.decided_by}"
         if approval.kind != "approval" and approval.status == "pending":
-            from bot.runner import describe_wait
+            from bot.decisions import describe_wait
 
             line += f": {describe_wait(approval)}"  # what the run waits for, until when
         print(line)

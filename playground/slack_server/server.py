@@ -83,6 +83,7 @@ class SlackServer(
         app_token: str = "xapp-test-token",
         usergroups: dict[str, list[str]] | None = None,
         users: dict[str, str] | None = None,
+        real_names: dict[str, str] | None = None,
         channels: dict[str, str] | None = None,
         bot_name: str = "approval-bot",
     ) -> None:
@@ -97,6 +98,8 @@ class SlackServer(
         self.app_token = app_token
         self.usergroups = usergroups or {}
         self.users = users or {}
+        # id -> full name ("Bo Lee"), which users.info answers as real_name.
+        self.real_names = real_names or {}
         self.channels = channels or {}
         self.bot_name = bot_name
         # Overridable knobs: tests may move the clock or relax deadlines (the playground does).

@@ -20,21 +20,23 @@ class UsersMixin:
     def _user_object(self, user: str) -> Json:
         is_bot = user == self.bot_user_id
         name = self.bot_name if is_bot else self.user_name(user)
+        # A person's full name, where the server was given one; else the handle.
+        real_name = name if is_bot else self.real_names.get(user, name)
         return {
             "id": user,
             "team_id": self.team_id,
             "name": name,
             "deleted": False,
-            "real_name": name,
+            "real_name": real_name,
             "tz": "Etc/UTC",
             "is_admin": False,
             "is_owner": False,
             "is_bot": is_bot,
             "is_app_user": False,
             "profile": {
-                "real_name": name,
+                "real_name": real_name,
                 "display_name": name,
-                "real_name_normalized": name,
+                "real_name_normalized": real_name,
                 "display_name_normalized": name,
                 "team": self.team_id,
                 **({"bot_id": self.bot_id} if is_bot else {}),

@@ -1,0 +1,84 @@
+"""People's names from Slack (``users.info``), for the texts Slack does not render.
+
+Slack renders ``<@U…>`` in messages, cards and ephemeral answers, so those name nobody
+themselves. A tool result the model reads, and the command line, show text as is: for them a
+decision carries the decider's display name, looked up here when the decision is made and
+stored with it (``approvals.decided_by_name``), so the model reads "Denied by Bo Lee (@bo)"
+after a restart too and the engine never calls Slack.
+
+Owns no durable state: a per-process cache of names, with a time to live. A lookup that
+fails (rate limited, the ``users:read`` scope missing, Slack out of reach, too slow) gives
+None, and the caller falls back to the user id: a name never holds up or fails a decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from handlers.publish import SLACK_FAILURES
+from handlers.workspaces import WorkspaceClients
+
+log = logging.getLogger(__name__)
+
+NAME_CACHE_SECONDS = 3600.0
+# A failed lookup is not asked again for this long (a missing scope fails every time).
+NAME_ERROR_CACHE_SECONDS = 60.0
+# A decision waits at most this long for a name before it is stored without one.
+NAME_LOOKUP_SECONDS = 1.0
+
+
+def display_name(user: dict[str, Any]) -> str | None:
+    """ "Bo Lee (@bo)" from a ``users.info`` user object: the real name and the handle people
+    see (the profile's display name, else the account name); one of them alone if the other
+    is missing or the same."""
+    profile = user.get("profile") or {}
+    real = (profile.get("real_name") or user.get("real_name") or "").strip()
+    handle = (profile.get("display_name") or user.get("name") or "").strip()
+    if real and handle and real != handle:
+        return f"{real} (@{handle})"
+    if real:
+        return real
+    return f"@{handle}" if handle else None
+
+
+@dataclass
+class PeopleNames:
+    """Display names by (workspace, user id), cached for ``NAME_CACHE_SECONDS``."""
+
+    client: AsyncWebClient
+    clients: WorkspaceClients | None = None
+    clock: Callable[[], float] = time.monotonic
+    lookup_time_limit: float = NAME_LOOKUP_SECONDS
+    # (workspace, user) -> (until, name or None)
+    _cache: dict[tuple[str, str], tuple[float, str | None]] = field(default_factory=dict)
+
+    async def name_of(self, user: str, *, team: str = "") -> str | None:
+        """The user's display name, or None when Slack cannot say now (use the id)."""
+        if not user:
+            return None
+        key = (team, user)
+        cached = self._cache.get(key)
+        if cached and self.clock() < cached[0]:
+            return cached[1]
+        name, ttl = None, NAME_ERROR_CACHE_SECONDS
+        try:
+            async with asyncio.timeout(self.lookup_time_limit):
+                client = self.client if self.clients is None else await self.clients.for_team(team)
+                response = await client.users_info(user=user)
+            name, ttl = display_name(response.get("user") or {}), NAME_CACHE_SECONDS
+        except SlackApiError as exc:
+            log.warning("users.info %s: Slack answered %s", user, exc.response.get("error"))
+        except (TimeoutError, *SLACK_FAILURES) as exc:
+            log.warning("users.info %s: no answer (%s)", user, type(exc).__name__)
+        except Exception as exc:  # a name is never worth failing a decision for
+            log.warning("users.info %s: %s", user, exc)
+        self._cache[key] = (self.clock() + ttl, name)
+        return name

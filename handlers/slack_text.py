@@ -1,0 +1,53 @@
+"""Sentences about an approval's state as Slack shows them: people as ``<@U…>`` mentions
+(Slack renders each reader's view of the name) and times as ``<!date^…>`` tokens (each
+reader's time zone), never a user id or a raw UTC time.
+
+The engine words the same facts for the model and the command line (``bot.decisions``
+``describe_status``); every Slack surface that answers a refused click (card buttons, the deny
+form, /approvals lists, App Home) words them through :func:`refusal_text`.
+"""
+
+from __future__ import annotations
+
+from bot.runner import AlreadyDecided, ApprovalExpired, DecisionRefused
+from handlers.blocks import mention, slack_date
+from storage.models import Approval
+
+
+def status_text(approval: Approval) -> str | None:
+    """Where a settled approval or question stands, or None for what needs no time or person
+    (the engine's sentence is then as Slack would show it)."""
+    who = mention(approval.decided_by) if approval.decided_by else "nobody"
+    when = f" {slack_date(approval.decided_at)}" if approval.decided_at else ""
+    deadline = slack_date(approval.expires_at)
+    if approval.kind == "question":
+        match approval.status:
+            case "answered":
+                return f"Already answered by {who}{when}."
+            case "expired":
+                return f"This question expired {deadline} unanswered."
+        return None
+    if approval.kind != "approval":
+        return None
+    match approval.status:
+        case "approved" | "executing" | "executed" | "unknown":
+            return f"Already approved by {who}{when}."
+        case "denied":
+            return f"Already denied by {who}{when}."
+        case "expired":
+            return f"This approval expired {deadline} with no decision."
+    return None
+
+
+def refusal_text(refused: DecisionRefused) -> str:
+    """Why a click changed nothing, for the clicker in Slack."""
+    approval = refused.approval
+    if not isinstance(refused, AlreadyDecided | ApprovalExpired) or approval is None:
+        return str(refused)
+    if text := status_text(approval):
+        return text
+    if isinstance(refused, ApprovalExpired):
+        if approval.kind == "question":
+            return f"This question expired {slack_date(approval.expires_at)} unanswered."
+        return f"This approval expired {slack_date(approval.expires_at)} with no decision."
+    return str(refused)
