@@ -36,6 +36,7 @@ from handlers.history import HISTORY_SIZE, render_history
 from handlers.interactions import click_place, clicked_card, json_object, teller
 from handlers.list_refresh import list_refresher, refresher_for_click
 from handlers.services import GroupLookupFailed, Services
+from handlers.slack_text import refusal_text
 from storage.models import Approval, Run
 from storage.repository import (
     DATABASE_FAILURES,
@@ -232,7 +233,7 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         try:
             ensure_may_decide(approval, actor, groups)
         except NotAllowed as refused:
-            await tell(f":no_entry: {refused}")
+            await tell(f":no_entry: {refusal_text(refused)}")
             return
         metadata = {
             "approval_id": approval_id,

@@ -33,6 +33,7 @@ from handlers.decisions import (
 from handlers.interactions import click_place, clicked_card, json_object, teller
 from handlers.list_refresh import refresher_for_click
 from handlers.services import GroupLookupFailed, Services
+from handlers.slack_text import refusal_text
 from storage.repository import DATABASE_FAILURES, time_limit
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ def register(app: AsyncApp, services: Services) -> None:
         try:
             ensure_may_answer(approval, actor, groups)
         except NotAllowed as refused:
-            await tell(f":no_entry: {refused}")
+            await tell(f":no_entry: {refusal_text(refused)}")
             return
         metadata = {
             "approval_id": approval_id,

@@ -9,7 +9,7 @@ form, /approvals lists, App Home) words them through :func:`refusal_text`.
 
 from __future__ import annotations
 
-from bot.runner import AlreadyDecided, ApprovalExpired, DecisionRefused
+from bot.runner import AlreadyDecided, ApprovalExpired, DecisionRefused, NotAllowed
 from handlers.blocks import mention, slack_date
 from storage.models import Approval
 
@@ -42,6 +42,9 @@ def status_text(approval: Approval) -> str | None:
 def refusal_text(refused: DecisionRefused) -> str:
     """Why a click changed nothing, for the clicker in Slack."""
     approval = refused.approval
+    if isinstance(refused, NotAllowed) and refused.reason == "not_an_answerer" and approval:
+        answerers = approval.approvers or [approval.requester]
+        return f"Only {', '.join(mention(a) for a in answerers)} can answer this question."
     if not isinstance(refused, AlreadyDecided | ApprovalExpired) or approval is None:
         return str(refused)
     if text := status_text(approval):

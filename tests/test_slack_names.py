@@ -173,3 +173,30 @@ async def test_a_decision_race_answers_with_a_mention_and_a_date_token(slack: Ha
     for text in raced:
         assert "Already approved by <@U0APPROVER1> <!date^" in text
         assert "@U0APPROVER1 " not in text and "UTC" not in DATE_TOKEN.sub("", text)
+
+
+async def test_no_raw_utc_or_user_ids_in_what_slack_shows(slack: Harness) -> None:
+    """Every card, notice and ephemeral answer of a flow (approve, deny, a race, lists): times
+    only as date tokens, people only as mentions. The model's own answers are its words."""
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "web"})))
+    [card] = slack.cards()
+    await asyncio.gather(
+        *(slack.server.click("U0APPROVER1", card, "approval_approve") for _ in range(2))
+    )
+    await slack.settle()
+    await slack.mention(
+        "U0REQUESTER", calls(("deploy", {"service": "a", "version": "2"})), thread_ts="9.1"
+    )
+    await slack.server.slash_command("U0APPROVER2", CHANNEL, text="")
+    await slack.server.slash_command("U0APPROVER2", CHANNEL, text="all")
+    await deny(slack, "U0APPROVER2", "not today")
+    shown = [
+        m.text + json.dumps(m.blocks)
+        for m in slack.server.messages
+        if m.user == slack.server.bot_user_id and not m.text.startswith("Results:")
+    ]
+    assert len(shown) >= 6
+    for text in shown:
+        bare = DATE_TOKEN.sub("", text)
+        assert "UTC" not in bare, text
+        assert not re.search(r"(?<![<@])@U0[A-Z0-9]+", bare), text

@@ -90,7 +90,7 @@ async def test_choices_outsider_refused_requester_answers_second_answer_refused(
     # Someone who may not answer: told so, privately; nothing changes.
     await slack.server.click(OUTSIDER, card, "question_choice:1")
     await slack.settle()
-    assert any("answer" in t for t in slack.ephemeral_texts(OUTSIDER))
+    assert any("Only <@U0REQUESTER> can answer" in t for t in slack.ephemeral_texts(OUTSIDER))
     assert [r.status for r in await pending(repo)] == ["pending"]
     assert answer_elements(current(slack, card)) == offered
     assert len(ScriptedModel.seen) == models_before
@@ -152,7 +152,7 @@ async def test_without_choices_the_modal_answer_reaches_the_model(slack: Harness
     await slack.server.click(OUTSIDER, card, "question_answer")
     await slack.settle()
     assert not slack.server.views, "no answer form for someone who may not answer"
-    assert any("answer" in t for t in slack.ephemeral_texts(OUTSIDER))
+    assert any("Only <@U0REQUESTER> can answer" in t for t in slack.ephemeral_texts(OUTSIDER))
 
     await slack.server.click(REQUESTER, card, "question_answer")
     [opened] = slack.server.views.values()
