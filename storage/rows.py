@@ -62,8 +62,13 @@ class Rows(Generic[M]):
         return instance
 
     def params(self, values: dict[str, Any]) -> dict[str, Any]:
-        """Statement parameters for a row: JSON columns serialized."""
-        return {**values, **{name: json_text(values[name]) for name in self._json}}
+        """Statement parameters for a row: JSON columns serialized, and a column ``values``
+        does not name NULL (a new nullable column needs no edit of every INSERT's values)."""
+        return {
+            **dict.fromkeys(self.names),
+            **values,
+            **{name: json_text(values[name]) for name in self._json},
+        }
 
 
 def _kind(column_type: Any) -> str | None:
