@@ -102,6 +102,7 @@ async def approve_and_grant(
     actor_groups: Collection[str] = (),
     duration: timedelta,
     same_arguments: bool,
+    actor_name: str | None = None,
 ) -> tuple[Decision, GrantDraft]:
     """Approve ``approval_id`` and allow its tool in its thread for ``duration``: one
     decision through ``Runner.decide`` (exactly once), the grant in its transaction.
@@ -130,7 +131,12 @@ async def approve_and_grant(
         grantor_groups=sorted(set(actor_groups) & set(approval.approvers)),
     )
     decision = await runner.decide(
-        approval_id, actor=actor, approve=True, actor_groups=actor_groups, grant=draft
+        approval_id,
+        actor=actor,
+        approve=True,
+        actor_groups=actor_groups,
+        grant=draft,
+        actor_name=actor_name,
     )
     return decision, draft
 

@@ -88,6 +88,9 @@ def register(app: AsyncApp, services: Services) -> None:
         same_arguments = action.get("action_id") == grant_blocks.GRANT_SAME
 
         async def settle(approval: Approval, groups: set[str]) -> Decision:
+            name = None  # stored with the decision, as every decision's (handlers.people)
+            if services.people is not None:
+                name = await services.people.name_of(actor, team=approval.team_id)
             decision, _ = await approve_and_grant(
                 services.runner,
                 approval.id,
@@ -95,6 +98,7 @@ def register(app: AsyncApp, services: Services) -> None:
                 actor_groups=groups,
                 duration=duration,
                 same_arguments=same_arguments,
+                actor_name=name,
             )
             return decision
 
