@@ -1,7 +1,7 @@
 """What a read-only command imports (not how long it takes: bench/cli_startup.py measures).
 
 ``approvals list``, ``runs show``, ``waits list`` and ``audit export`` need neither the tools
-(llm, pydantic), nor Alembic when the schema is at head, nor SQLAlchemy's async layer."""
+(llm), nor Alembic when the schema is at head, nor SQLAlchemy's async layer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from tests.serve_process import ROOT
 
-HEAVY = ("llm", "pydantic", "alembic", "slack_sdk", "sqlalchemy.ext.asyncio", "openai")
+HEAVY = ("llm", "alembic", "slack_sdk", "sqlalchemy.ext.asyncio", "openai")
 CONFIG = (
     'model = "scripted"\ntools = ["tests.ops_tools:restart_service"]\n'
     '[policies.restart_service]\napprovers = ["U0APPROVER1"]\n'

@@ -5,7 +5,7 @@ One nullable column and one index: an older release neither reads nor writes the
 migration is safe to apply before a rolling deploy replaces it.
 
 Revision ID: 0013_names
-Revises: 0012_reach
+Revises: 0008_rules
 Create Date: 2026-11-30
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013_names"
-down_revision = "0012_reach"
+down_revision = "0008_rules"
 branch_labels = None
 depends_on = None
 
