@@ -67,6 +67,13 @@ class Reach:
         for user in recipients:
             if user in done:
                 continue
+            # Slack may be slow (429s, Retry-After) or this worker paused past its claim:
+            # renew it before each copy, and leave the rest to the sender that took it over.
+            renewed = utcnow() + DM_CLAIM
+            if not await repo.renew_dms_claim(approval_id, held=until, until=renewed):
+                log.warning("approval %s: another sender took over its DM copies", approval_id)
+                return posted
+            until = renewed
             try:
                 client = await self.services.clients.for_team(approval.team_id)
                 opened = await client.conversations_open(users=user)

@@ -38,6 +38,12 @@ DMS_SENT = (
     "UPDATE approval_reach SET dms_sent_at = :now, dms_claimed_until = NULL "
     "WHERE approval_id = :id AND dms_claimed_until = :until"
 )
+# A sender renews its claim before each copy: one whose claim lapsed and was taken (or
+# finished) by another sender stops instead of posting the copies that one posts.
+RENEW_DMS = (
+    "UPDATE approval_reach SET dms_claimed_until = :until WHERE approval_id = :id "
+    "AND dms_claimed_until = :held AND dms_sent_at IS NULL"
+)
 DMS_TO_SEND = (
     "SELECT approval_id FROM approval_reach WHERE dms_sent_at IS NULL "
     f"AND created_at <= :created_before AND {_NO_LIVE_DM_CLAIM} AND {_PENDING_APPROVAL} "
@@ -184,6 +190,16 @@ class ReachStore:
                 return None
             state = ReachState(None, _when(tx, row[0]), _ids(row[1]))
             return APPROVALS.load(tx, approval_row), state
+
+        return await self.database.run(body, WRITE)
+
+    async def renew_dms_claim(self, approval_id: str, *, held: datetime, until: datetime) -> bool:
+        """Extend a claim on an approval's DM copies still held (claimed until ``held``) to
+        ``until``; False when it lapsed and another sender took it or finished."""
+
+        def body(tx: Tx) -> bool:
+            params = {"id": approval_id, "held": held, "until": until}
+            return tx.execute(RENEW_DMS, params) == 1
 
         return await self.database.run(body, WRITE)
 

@@ -20,7 +20,7 @@ from storage.db import Mode
 from storage.repository import Repository
 from tests import ops_tools
 from tests.conftest import BASE_CONFIG, make_config
-from tests.slack_harness import SECRET, Harness, has_buttons, running_bot
+from tests.slack_harness import CHANNEL, SECRET, Harness, has_buttons, running_bot
 
 REQUESTER, APPROVER, BOSS = "U0REQUESTER", "U0APPROVER1", "U0BOSS"
 GROUP = "S0ONCALL"
@@ -307,3 +307,28 @@ async def test_two_replicas_sweeping_at_once_remind_and_escalate_once(repo: Repo
                 assert len(await audit_events(repo, "approval_reminded")) == 1
         finally:
             await server.stop()
+
+
+async def test_a_slow_sender_whose_claim_lapsed_sends_no_copy_another_sent(
+    repo: Repository,
+) -> None:
+    """A sender stuck on Slack (429s with Retry-After, a paused replica) past its claim: the
+    sweeper's sender takes over; the first one, answered at last, must not post the copies
+    the second posted (only the copy Slack took without answering may be doubled, as when a
+    worker dies there)."""
+    config = make_config(policies=policy(approvers=[APPROVER, "U0APPROVER2"]))
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(config, repo) as slack:
+            # The first copy (to APPROVER) is posted but its answer is held back.
+            held = slack.server.hold(
+                "chat.postMessage", lambda args: str(args.get("channel", "")).startswith("D")
+            )
+            await slack.server.mention(
+                REQUESTER, CHANNEL, "<@U0BOT> " + calls("restart_service", {"service": "db"})
+            )
+            await asyncio.wait_for(held.arrived.wait(), 10)
+            clock.tick(timedelta(minutes=2))
+            await sweep_once(slack.bot.services)  # the claim lapsed: it sends both
+            held.release.set()
+            await slack.settle()
+            assert len(slack.dm_cards("U0APPROVER2")) == 1
