@@ -59,8 +59,8 @@ class Reach:
         if claimed is None:
             return 0
         approval, state = claimed
-        recipients = await self._recipients(approval, state)
         done = {c.recipient for c in await repo.approval_messages(approval_id)}
+        recipients = await self._recipients(approval, state, done)
         text, blocks = await self.services.publisher.card_content(approval)
         blocks = copy_blocks(approval) + blocks
         posted = 0
@@ -93,9 +93,11 @@ class Reach:
             await self.services.publisher.refresh_card(approval_id)
         return posted
 
-    async def _recipients(self, approval: Approval, state: ReachState) -> list[str]:
+    async def _recipients(self, approval: Approval, state: ReachState, done: set[str]) -> list[str]:
         """Named approvers (escalated ones too), groups expanded and capped, never the
-        requester, each once."""
+        requester, each once. ``done``: who has a copy already (a group whose capped
+        members all have one was announced when they got it: an escalation's second send
+        does not say so again)."""
         names = list(approval.approvers)
         if state.escalated_at is not None:
             names += [a for a in state.escalate_to if a not in names]
@@ -110,7 +112,8 @@ class Reach:
             except GroupLookupFailed as exc:
                 log.error("approval %s: no DMs to group %s: %s", approval.id, name, exc)
                 continue
-            if len(members) > limit:
+            announced = done.issuperset(set(members[:limit]) - {approval.requester})
+            if len(members) > limit and not announced:
                 log.warning(
                     "approval %s: group %s has %d members; DMing the first %d "
                     "(approver_dm_limit); the others see the card in its channel",
@@ -133,7 +136,7 @@ class Reach:
                     f"this card to the first {limit} by DM (`approver_dm_limit`); the others "
                     "can decide here.",
                 )
-                members = members[:limit]
+            members = members[:limit]
             users.extend(members)
         return [u for u in dict.fromkeys(users) if u != approval.requester]
 

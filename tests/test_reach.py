@@ -332,3 +332,29 @@ async def test_a_slow_sender_whose_claim_lapsed_sends_no_copy_another_sent(
             held.release.set()
             await slack.settle()
             assert len(slack.dm_cards("U0APPROVER2")) == 1
+
+
+async def test_a_capped_group_is_announced_once_even_after_an_escalation(
+    repo: Repository, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A group of 1,000: 25 DMs, and one note in the thread, one audit event, one log line;
+    an escalation sends the copies again (to the added people) without saying so again."""
+    members = [f"U0M{i:04d}" for i in range(1000)]
+    config = make_config(
+        policies=policy(approvers=[GROUP], escalate_after="20m", escalate_to=[BOSS], ttl="1h"),
+    )
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(config, repo, usergroups={GROUP: members}) as slack:
+            await slack.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+            assert len(slack.dm_cards()) == 25
+            clock.tick(timedelta(minutes=21))
+            for _ in range(3):
+                await sweep_once(slack.bot.services)
+                await slack.settle()
+            assert len(slack.dm_cards(BOSS)) == 1
+            assert len(slack.dm_cards()) == 26
+            notes = [m for m in slack.server.messages if "approver_dm_limit" in m.text]
+            assert len(notes) == 1
+            assert len(await audit_events(repo, "approval_dms_capped")) == 1
+            logged = [r for r in caplog.records if "approver_dm_limit" in r.getMessage()]
+            assert len(logged) == 1
