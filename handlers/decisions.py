@@ -214,8 +214,11 @@ async def _settle_from_slack(
             if clicked is not None and not approval.card_ts and clicked[0] == approval.channel:
                 await services.repo.adopt_card(approval_id, channel=clicked[0], ts=clicked[1])
             team = approval.team_id
-            groups = await services.groups.groups_of(actor, approval.approvers, team=team)
-            if groups and actor not in approval.approvers:
+            groups: set[str] = set()
+            # Named by id: no group lookup needed (Slack may be rate limiting them).
+            if actor not in approval.approvers:
+                groups = await services.groups.groups_of(actor, approval.approvers, team=team)
+            if groups:
                 # Only a group lets them decide, by a cached answer: ask Slack again.
                 groups = await services.groups.confirmed(actor, groups, team=team)
             decision = await settle(approval, groups)

@@ -159,8 +159,10 @@ async def revoke_from_slack(
                 return
             policy = services.config.policies.get(grant.tool_name)
             approvers = policy.approvers if policy is not None else []
-            groups = await services.groups.groups_of(actor, approvers, team=grant.team_id)
-            if groups and actor not in approvers and actor != grant.grantor:
+            groups: set[str] = set()
+            if actor not in approvers and actor != grant.grantor:  # else no lookup needed
+                groups = await services.groups.groups_of(actor, approvers, team=grant.team_id)
+            if groups:
                 groups = await services.groups.confirmed(actor, groups, team=grant.team_id)
             if refusal := revoke_refusal(grant, actor, policy, groups):
                 await tell(f":no_entry: {refusal}")

@@ -74,3 +74,27 @@ async def test_a_confirmed_member_approves_with_one_extra_lookup(slack: Harness)
     await slack.settle()
     assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
     assert len(slack.server.calls_to("usergroups.users.list")) == before + 1
+
+
+async def test_an_approver_named_by_id_decides_while_slack_cannot_list_groups(
+    repo: Repository,
+) -> None:
+    """Slack rate limits usergroups.users.list (a big group's DM copies, a burst): a person
+    the policy names by id needs no group lookup to approve, so their click still works."""
+    config = make_config(policies={"restart_service": {"approvers": ["U0LEAD", "S0ONCALL"]}})
+    groups = {"S0ONCALL": ["U0ONCALL"]}
+    async with running_bot(config, repo, usergroups=groups) as slack:
+        slack.server.fail("usergroups.users.list", "ratelimited", times=100)
+        await slack.mention("U0REQUESTER", RESTART)
+        [card] = slack.cards()
+        await slack.server.click("U0LEAD", card, "approval_approve")
+        await slack.settle()
+        assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
+        # A group member's click still needs the lookup: answered, never decided on a guess.
+        slack.server.fail("usergroups.users.list", "ratelimited", times=100)
+        await slack.mention("U0REQUESTER", RESTART)
+        card = slack.cards()[-1]
+        await slack.server.click("U0ONCALL", card, "approval_approve")
+        await slack.settle()
+        assert len(ops_tools.EXECUTED) == 1
+        assert has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
