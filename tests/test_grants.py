@@ -318,3 +318,26 @@ async def test_grants_list_and_revoke_from_the_command_line(
             assert len(live_cards(slack)) == 1, "asks again once revoked"
     finally:
         await repo.close()
+
+
+async def test_a_grantor_revokes_while_slack_cannot_list_groups(
+    repo: Repository, clock: Any
+) -> None:
+    """usergroups.users.list rate limited: the grantor, named by id, needs no group lookup
+    to approve-and-grant, nor to revoke."""
+    policies = {**BASE_CONFIG["policies"]}
+    policies["restart_service"] = {"approvers": ["U0APPROVER1", "S0ONCALL"], "grant_max": "1h"}
+    config = make_config(policies=policies)
+    async with running_bot(config, repo, usergroups={"S0ONCALL": ["U0ONCALL"]}) as slack:
+        slack.server.fail("usergroups.users.list", "ratelimited", times=100)
+        await ask(slack, calls(("restart_service", {"service": "web"})))
+        [card] = slack.cards()
+        await grant(slack, "U0APPROVER1", card, "for 1 hour")
+        assert len(await repo.list_grants(now=_now())) == 1
+        await slack.server.slash_command("U0APPROVER1", CHANNEL, text="grants")
+        [listing] = [
+            m for m in slack.server.ephemerals_for("U0APPROVER1") if "grant_revoke" in str(m.blocks)
+        ]
+        await slack.server.click("U0APPROVER1", listing, "grant_revoke")
+        await slack.settle()
+        assert await repo.list_grants(now=_now()) == []
