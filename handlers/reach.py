@@ -13,8 +13,9 @@ one escalation. Slack calls only; what was sent and what is due lives in the dat
   UPDATE that also requires the approval still pending) and DMs each copy's recipient; an
   approval with no copies gets a reply in its card's thread.
 - ``escalate_after``: the sweep claims it (``escalated_at``), adds ``escalate_to`` to the
-  approval's approvers in the same transaction (audited), edits the card and its copies
-  ("Escalated to … after 20 minutes") and DMs the added approvers.
+  approval's approvers in the same transaction (audited) and makes its DM copies due
+  again: their sender (this one, or the sweeper's when this worker died) edits the card and
+  its copies ("Escalated to … after 20 minutes") and DMs the added approvers.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ class Reach:
         if claimed is None:
             return 0
         approval, state = claimed
+        if state.escalated_at is not None:
+            # The escalation's send (or the sweep's, when its worker died after claiming it):
+            # the card and the copies already out say "Escalated to …" first.
+            await self.services.publisher.refresh_card(approval_id)
         done = {c.recipient for c in await repo.approval_messages(approval_id)}
         recipients = await self._recipients(approval, state, done)
         text, blocks = await self.services.publisher.card_content(approval)
@@ -201,8 +206,7 @@ class Reach:
         escalation = await self.services.repo.escalate(approval_id, now=utcnow())
         if escalation is None:
             return  # escalated elsewhere, decided, or expired
-        await self.services.publisher.refresh_card(approval_id)
-        await self.send_copies(approval_id)
+        await self.send_copies(approval_id)  # edits the card, then DMs the added approvers
 
 
 def register(services: Services) -> Reach:

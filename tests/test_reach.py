@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 
+from bot.clock import utcnow
 from bot.config import ConfigError
 from handlers import home
 from handlers.sweeper import sweep_once
@@ -358,3 +359,25 @@ async def test_a_capped_group_is_announced_once_even_after_an_escalation(
             assert len(await audit_events(repo, "approval_dms_capped")) == 1
             logged = [r for r in caplog.records if "approver_dm_limit" in r.getMessage()]
             assert len(logged) == 1
+
+
+async def test_an_escalation_whose_worker_died_before_the_card_edit_is_shown(
+    repo: Repository,
+) -> None:
+    """A worker killed between claiming an escalation and editing the card: the sweep that
+    sends the added approver's copy edits the card and the copies too."""
+    config = make_config(policies=policy(escalate_after="20m", escalate_to=[BOSS], ttl="1h"))
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(config, repo) as slack:
+            await slack.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+            [card] = slack.cards()
+            clock.tick(timedelta(minutes=21))
+            [approval_id] = await repo.escalations_due(utcnow())
+            assert await repo.escalate(approval_id, now=utcnow()) is not None  # then kill -9
+            clock.tick(timedelta(minutes=2))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            note = f"Escalated to <@{BOSS}> after 20 minutes"
+            assert note in json.dumps(card.blocks) and has_buttons(card)
+            assert note in json.dumps(slack.dm_cards(APPROVER)[0].blocks)
+            assert len(slack.dm_cards(BOSS)) == 1
