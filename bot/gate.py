@@ -399,6 +399,7 @@ def _draft(
         rule=policy.rule,
         rule_when=policy.rule_when,
         rule_error=policy.rule_error,
+        min_approvals=policy.min_approvals,
     )
 
 

@@ -59,6 +59,7 @@ from bot.history import settle_history, trailing_calls
 from bot.ids import new_run_id
 from bot.lease import LeaseKeeper
 from bot.pauses import ASK_USER_TOOL
+from bot.quorum import already_approved, ensure_may_vote
 from bot.runner_waits import PauseSettling
 from storage.models import Approval, Run
 from storage.repository import (
@@ -504,7 +505,9 @@ class Runner(PauseSettling):
 
         Raises a DecisionRefused subclass when the approval does not exist, the actor may not
         decide it, it already has a decision or it has expired (judged by the clock now, not
-        by the sweeper). When the decision leaves nothing pending in the run, the returned
+        by the sweeper), or (quorum) the actor had approved it already. An Approve of an
+        approval that needs several approvers returns it still pending until the last one.
+        When the decision leaves nothing pending in the run, the returned
         Decision has ``resume_claimed`` and the caller must call ``resume``; with
         ``claim_resume`` False it never does: the run stays paused with nothing pending and
         a bot's sweeper resumes it (``claim_stranded_runs``). ``grant``: an approval that
@@ -522,6 +525,7 @@ class Runner(PauseSettling):
                 approval,
             )
         ensure_may_decide(approval, actor, actor_groups)
+        ensure_may_vote(approval, actor, approve=approve)
         now = self.clock()
         outcome = await self.repo.decide(
             approval_id,
@@ -537,6 +541,8 @@ class Runner(PauseSettling):
             grant=grant,
             actor_name=actor_name,
         )
+        if outcome is not None and outcome.duplicate:
+            raise already_approved(outcome.approval)
         if outcome is not None:
             if outcome.resume_claimed:
                 self._remember_claim(outcome)

@@ -13,6 +13,7 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
+from handlers.quorum_blocks import approved_by_text, progress_block, progress_text
 from handlers.rule_blocks import rule_block, rule_text
 from storage.models import Approval
 
@@ -224,6 +225,9 @@ def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
     if (rule := rule_block(approval)) is not None:
         blocks.insert(1, rule)
     if approval.status == "pending":
+        quorum = progress_block(approval)
+        if quorum is not None:
+            blocks.append(quorum)
         blocks.append(decision_buttons(approval, with_arguments_button=cut))
     else:
         blocks.append(
@@ -263,6 +267,8 @@ def outcome_text(approval: Approval) -> str:
     """One line on a decided card."""
     when = slack_date(approval.decided_at) if approval.decided_at else ""
     who = mention(approval.decided_by) if approval.decided_by else "nobody"
+    if approval.status in ("approved", "executing", "executed", "unknown"):
+        who = approved_by_text(approval, who)
     match approval.status:
         case "approved" | "executing":
             return f":white_check_mark: *Approved* by {who} {when}"
@@ -474,7 +480,7 @@ def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[
                 "type": "mrkdwn",
                 "text": f"`{escape(approval.tool_name)}` `{escape(summary)}`\n"
                 f"asked by {mention(approval.requester)} {_age(now - approval.created_at)} ago"
-                f" · expires {slack_date(approval.expires_at)}{link}"
+                f" · expires {slack_date(approval.expires_at)}{link}{_progress(approval)}"
                 + (f"\n{rule}" if (rule := rule_text(approval)) else ""),
             },
         },
@@ -483,6 +489,11 @@ def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[
         if approval.status == "pending"
         else {"type": "section", "text": {"type": "mrkdwn", "text": outcome_text(approval)}},
     ]
+
+
+def _progress(approval: Approval) -> str:
+    text = progress_text(approval)
+    return f"\n:busts_in_silhouette: {text}" if text else ""
 
 
 def _age(delta: Any) -> str:

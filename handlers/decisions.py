@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from bot import logs
 from bot.clock import utcnow
 from bot.failpoints import failpoint
+from bot.quorum import progress
 from bot.runner import ApprovalExpired, Decision, DecisionRefused, RunOutcome
 from handlers.blocks import escape
 from handlers.pause_blocks import CALLBACK, RETRY, choices_of, kind_of
@@ -132,7 +133,12 @@ async def decide_from_slack(
         tell=tell,
         clicked=clicked,
         settle=decide,
-        done=lambda approval: f"{verb} `{escape(approval.tool_name)}` ({approval.id}).",
+        done=lambda approval: (
+            # An approval that needs more approvers: this Approve was a vote.
+            f"You approved `{escape(approval.tool_name)}` ({approval.id}): {progress(approval)}."
+            if approval.status == "pending"
+            else f"{verb} `{escape(approval.tool_name)}` ({approval.id})."
+        ),
         refresh_list=refresh_list,
     )
 

@@ -42,6 +42,7 @@ from storage.statements import (
     claim_resume,
     lock_run_of_approval,
 )
+from storage.votes import approve_vote, record_deny_vote
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
 
@@ -96,7 +97,10 @@ class ApprovalStore:
         """Record a decision if the approval is still pending and unexpired.
 
         Returns None when another decision, or the clock, got there first; the caller reads
-        the approval again to say which. The decision that leaves no approval of the run
+        the approval again to say which. An Approve of an approval that needs several
+        approvers (``min_approvals``) is a vote (:mod:`storage.votes`): the outcome's approval
+        is still pending until the last vote needed, and ``duplicate`` when the actor had
+        approved already. The decision that leaves no approval of the run
         pending also claims the resume, in the same transaction, unless ``claim`` is False
         (a decider that could not resume the run: the sweeper resumes it). The claim is the
         resume's start: ``worker`` (the lease owner of the drive that will resume it) holds
@@ -119,9 +123,21 @@ class ApprovalStore:
         def body(tx: Tx) -> DecisionOutcome | None:
             lock_run_of_approval(tx, approval_id)
             row = tx.one(DECIDE, params)
+            if row is None and approve:
+                # An approval that needs several approvers (storage.votes): a vote, and the
+                # decision only when it is the last one needed.
+                vote = approve_vote(
+                    tx, approval_id, actor=actor, actor_name=actor_name, reason=reason, now=now
+                )
+                if vote is not None and not vote.decided:
+                    pending = APPROVALS.load(tx, vote.row)
+                    return DecisionOutcome(pending, resume_claimed=False, duplicate=vote.duplicate)
+                row = vote.row if vote is not None else None
             if row is None:
                 return None
             approval = APPROVALS.load(tx, row)
+            if not approve:
+                record_deny_vote(tx, approval, actor=actor, reason=reason, now=now)
             audit(
                 tx,
                 now,

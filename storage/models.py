@@ -1,6 +1,6 @@
 """SQLAlchemy table definitions.
 
-Four tables:
+The tables:
 
 - ``runs``: one agent conversation per Slack thread. Holds the serialized ``llm`` message
   history (the durable form of a paused chain), its status and the lease that lets exactly one
@@ -9,7 +9,8 @@ Four tables:
   approval, a question (``ask_user``), a wait for a callback, or a retry at a time (``kind``).
   Its status moves only through conditional UPDATEs in the repository, so the row count
   decides races.
-  ``approval_approvers`` indexes who may decide each one.
+  ``approval_approvers`` indexes who may decide each one; ``approval_votes`` holds each
+  person's vote on one that needs several approvals (quorum).
 - ``audit_events``: append-only; every request, decision, execution and expiry.
 - ``processed_events``: Slack ``event_id``s already handled, so retried deliveries and other
   replicas start nothing twice.
@@ -176,6 +177,11 @@ class Approval(Base):
     rule: Mapped[str | None] = mapped_column(Text, nullable=True)
     rule_when: Mapped[str | None] = mapped_column(Text, nullable=True)
     rule_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Quorum (storage.votes): how many distinct approvers it needs, snapshotted from the
+    # policy when requested, and who has approved so far (in order; the votes' own rows are
+    # ``approval_votes``). None: no vote recorded (every approval before quorum existed).
+    min_approvals: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    approved_by: Mapped[list | None] = mapped_column(JSON, nullable=True)
 
 
 ANYONE = "*"
@@ -192,6 +198,22 @@ class ApprovalApprover(Base):
 
     approver: Mapped[str] = mapped_column(String(64), primary_key=True)
     approval_id: Mapped[str] = mapped_column(ForeignKey("approvals.id"), primary_key=True)
+
+
+class ApprovalVote(Base):
+    """One person's vote on an approval that needs several (``min_approvals`` > 1).
+
+    At most one per person (the primary key): a second Approve by the same person counts
+    once. A Deny ends the approval and replaces that person's earlier vote, if any.
+    """
+
+    __tablename__ = "approval_votes"
+
+    approval_id: Mapped[str] = mapped_column(ForeignKey("approvals.id"), primary_key=True)
+    voter: Mapped[str] = mapped_column(String(64), primary_key=True)
+    vote: Mapped[str] = mapped_column(String(16))  # approve | deny
+    decided_at: Mapped[datetime] = mapped_column(DateTime)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class AuditEvent(Base):

@@ -198,6 +198,8 @@ class PauseStore:
                 "card_ts": None,
                 "card_claimed_until": None,
                 "kind": "callback",
+                "min_approvals": 1,
+                "approved_by": None,
                 "token_hash": armed.token_hash,
                 "due_at": None,
                 "rule": None,

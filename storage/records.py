@@ -80,6 +80,8 @@ class ApprovalDraft:
     rule: str | None = None
     rule_when: str | None = None
     rule_error: str | None = None
+    # Distinct approvers it needs (quorum; storage.votes).
+    min_approvals: int = 1
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ class DecisionOutcome:
     approval: Approval
     resume_claimed: bool
     run: Run | None = None
+    # Quorum (storage.votes): the actor had approved already; nothing changed.
+    duplicate: bool = False
 
 
 @dataclass

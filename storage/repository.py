@@ -198,7 +198,7 @@ class Repository(
         non-nullable column must be given). No audit events are written.
         """
 
-        defaults = {"kind": "approval"}  # NOT NULL with a server default
+        defaults = {"kind": "approval", "min_approvals": 1}  # NOT NULL with a server default
 
         def full(rows: Rows[Any], row: dict[str, Any]) -> dict[str, Any]:
             return rows.params({name: row.get(name, defaults.get(name)) for name in rows.names})

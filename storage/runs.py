@@ -304,6 +304,8 @@ class RunStore:
                     "rule": draft.rule,
                     "rule_when": draft.rule_when,
                     "rule_error": draft.rule_error,
+                    "min_approvals": draft.min_approvals,
+                    "approved_by": None,
                 }
                 for draft in drafts
                 if not draft.adopt
@@ -319,6 +321,7 @@ class RunStore:
                     tool=draft.tool_name,
                     arguments=draft.arguments,
                     expires_at=draft.expires_at.isoformat(),
+                    **({"min_approvals": draft.min_approvals} if draft.min_approvals > 1 else {}),
                 )
                 for draft in drafts
             ]

@@ -134,10 +134,12 @@ INSERT_APPROVAL = insert_sql(APPROVALS, "approvals")
 INSERT_APPROVER = (
     "INSERT INTO approval_approvers (approver, approval_id) VALUES (:approver, :approval_id)"
 )
+# An Approve of an approval that needs several approvers is a vote instead (storage.votes).
 DECIDE = (
     "UPDATE approvals SET status = :status, decided_by = :actor, decided_at = :now, "
     "decided_by_name = :actor_name, reason = :reason "
     "WHERE id = :id AND kind = 'approval' AND status = 'pending' AND expires_at > :now "
+    "AND (min_approvals <= 1 OR :status = 'denied') "
     f"RETURNING {APPROVALS.columns}"
 )
 EXPIRE = (

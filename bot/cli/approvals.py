@@ -8,9 +8,17 @@ import sys
 from typing import TYPE_CHECKING
 
 from bot.cli.common import slack_services, worker_id
-from bot.cli.output import approval_json, iso, print_outcome, rule_line, short_args
+from bot.cli.output import (
+    approval_json,
+    iso,
+    print_outcome,
+    quorum_progress,
+    rule_line,
+    short_args,
+)
 from bot.cli.parser import EXIT_OK, EXIT_REFUSED
 from bot.clock import utcnow
+from bot.quorum import progress
 from storage.repository import PendingFilter
 
 if TYPE_CHECKING:
@@ -38,7 +46,7 @@ async def approvals_list(repo: Repository, config: Config, args: argparse.Namesp
         print(
             f"{approval.id}  {approval.tool_name}({short_args(approval.arguments)})  "
             f"asked by {approval.requester}  approvers: {who}  "
-            f"expires {approval.expires_at:%Y-%m-%d %H:%M} UTC"
+            f"expires {approval.expires_at:%Y-%m-%d %H:%M} UTC{quorum_progress(approval)}"
         )
         if rule := rule_line(approval):
             print(f"    {rule}")
@@ -107,6 +115,9 @@ async def approvals_decide(repo: Repository, config: Config, args: argparse.Name
         return EXIT_REFUSED
     verb = "Approved" if args.approve else "Denied"
     print(f"{verb} {decision.approval.id} ({decision.approval.tool_name}) as {args.actor}.")
+    if decision.approval.status == "pending":
+        # An approval that needs several approvers: this was a vote.
+        print(f"{progress(decision.approval)}; it waits for more.")
     if slack:
         await slack.publisher.refresh_card(decision.approval.id)
     if decision.resume_claimed:

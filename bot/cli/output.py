@@ -75,6 +75,8 @@ def approval_json(approval: Approval) -> dict[str, Any]:
         "rule": approval.rule,
         "rule_when": approval.rule_when,
         "rule_error": approval.rule_error,
+        "min_approvals": approval.min_approvals,
+        "approved_by": list(approval.approved_by or []),
     }
 
 
@@ -88,6 +90,16 @@ def rule_line(approval: Approval) -> str | None:
             f"({approval.rule_error}): failed closed, the tool's approvers decide"
         )
     return f"rule {approval.rule} applied: {approval.rule_when}"
+
+
+def quorum_progress(approval: Approval) -> str:
+    """``  1 of 2 approvals (U1)`` for an approval that needs several approvers, else ""."""
+    from bot.quorum import approvals_so_far, needs_quorum, progress
+
+    if not needs_quorum(approval):
+        return ""
+    voters = ", ".join(approvals_so_far(approval))
+    return f"  {progress(approval)}" + (f" ({voters})" if voters else "")
 
 
 def run_json(run: Run) -> dict[str, Any]:

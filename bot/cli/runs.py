@@ -8,7 +8,14 @@ import sys
 from typing import TYPE_CHECKING
 
 from bot.cli.common import slack_services, worker_id
-from bot.cli.output import approval_json, iso, print_outcome, rule_line, run_json
+from bot.cli.output import (
+    approval_json,
+    iso,
+    print_outcome,
+    quorum_progress,
+    rule_line,
+    run_json,
+)
 from bot.cli.parser import EXIT_OK, EXIT_REFUSED
 
 if TYPE_CHECKING:
@@ -60,7 +67,7 @@ async def runs_show(repo: Repository, config: Config, args: argparse.Namespace) 
             from bot.decisions import describe_wait
 
             line += f": {describe_wait(approval)}"  # what the run waits for, until when
-        print(line)
+        print(line + quorum_progress(approval))
         if rule := rule_line(approval):
             print(f"    {rule}")
     for event in audit:

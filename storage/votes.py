@@ -1,0 +1,125 @@
+"""Quorum: the votes on approvals that need several distinct approvers (``approval_votes``).
+
+An approval with ``min_approvals`` N > 1 is approved by the N-th distinct person's Approve,
+in the transaction that records that vote, which then claims the run's resume exactly as a
+single approval's decision does (``ApprovalStore.decide``). Each Approve before it is only a
+vote: recorded (one per person: the primary key), audited, and listed on the approval's
+``approved_by`` so cards and lists show the progress. The requester's vote never counts. A
+Deny ends the approval as it always did; its vote replaces the person's earlier one.
+
+Counting is done after locking the approval's row (PostgreSQL ``FOR NO KEY UPDATE``, after
+the run's lock that every deciding transaction takes first; SQLite has one writer), so two
+simultaneous 2nd votes take turns: the second sees the first's vote and approves, never both
+and never neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from storage.db import Tx, json_text
+from storage.models import Approval
+from storage.rows import APPROVALS
+from storage.statements import audit
+
+_PENDING = "kind = 'approval' AND status = 'pending' AND expires_at > :now"
+LOCK_PENDING_APPROVAL = (
+    f"SELECT {APPROVALS.columns} FROM approvals WHERE id = :id AND {_PENDING} FOR NO KEY UPDATE"
+)
+PENDING_APPROVAL = f"SELECT {APPROVALS.columns} FROM approvals WHERE id = :id AND {_PENDING}"
+INSERT_APPROVE_VOTE = (
+    "INSERT INTO approval_votes (approval_id, voter, vote, decided_at, reason) "
+    "VALUES (:id, :voter, 'approve', :now, :reason) "
+    "ON CONFLICT (approval_id, voter) DO NOTHING"
+)
+RECORD_DENY_VOTE = (
+    "INSERT INTO approval_votes (approval_id, voter, vote, decided_at, reason) "
+    "VALUES (:id, :voter, 'deny', :now, :reason) "
+    "ON CONFLICT (approval_id, voter) DO UPDATE SET vote = 'deny', decided_at = :now, "
+    "reason = :reason"
+)
+# Who counts: distinct people (the key), approving, never the requester.
+COUNTED_VOTERS = (
+    "SELECT voter FROM approval_votes WHERE approval_id = :id AND vote = 'approve' "
+    "AND voter != :requester ORDER BY decided_at, voter"
+)
+SET_APPROVED_BY = (
+    f"UPDATE approvals SET approved_by = :approved_by WHERE id = :id AND {_PENDING} "
+    f"RETURNING {APPROVALS.columns}"
+)
+DECIDE_BY_QUORUM = (
+    "UPDATE approvals SET status = 'approved', decided_by = :actor, decided_at = :now, "
+    "decided_by_name = :actor_name, reason = :reason, approved_by = :approved_by "
+    f"WHERE id = :id AND {_PENDING} "
+    f"RETURNING {APPROVALS.columns}"
+)
+
+
+@dataclass
+class Vote:
+    """What an Approve of an approval that needs several did.
+
+    ``row``: the approval's row after it (approved when ``decided``); ``duplicate``: the
+    person had approved already and nothing changed.
+    """
+
+    row: Any
+    decided: bool = False
+    duplicate: bool = False
+
+
+def approve_vote(
+    tx: Tx,
+    approval_id: str,
+    *,
+    actor: str,
+    reason: str | None,
+    now: datetime,
+    actor_name: str | None = None,
+) -> Vote | None:
+    """Record ``actor``'s Approve of a pending approval that needs several approvers.
+
+    None when the approval is not pending (decided, expired, another kind): the caller says
+    why. The transaction must hold the run's lock (``lock_run_of_approval``).
+    """
+    params: dict[str, Any] = {"id": approval_id, "now": now}
+    lock = LOCK_PENDING_APPROVAL if tx.dialect == "postgresql" else PENDING_APPROVAL
+    row = tx.one(lock, params)
+    if row is None:
+        return None
+    approval: Approval = APPROVALS.load(tx, row)
+    if tx.execute(INSERT_APPROVE_VOTE, {**params, "voter": actor, "reason": reason}) != 1:
+        return Vote(row=row, duplicate=True)
+    voters = [
+        r[0] for r in tx.all(COUNTED_VOTERS, {"id": approval_id, "requester": approval.requester})
+    ]
+    audit(
+        tx,
+        now,
+        "approval_vote",
+        run_id=approval.run_id,
+        approval_id=approval_id,
+        actor=actor,
+        vote="approve",
+        approvals=len(voters),
+        needed=approval.min_approvals,
+    )
+    values = {**params, "approved_by": json_text(voters)}
+    if len(voters) < approval.min_approvals:
+        return Vote(row=tx.one(SET_APPROVED_BY, values))
+    decided = tx.one(
+        DECIDE_BY_QUORUM,
+        {**values, "actor": actor, "actor_name": actor_name, "reason": reason},
+    )
+    return Vote(row=decided, decided=True)
+
+
+def record_deny_vote(
+    tx: Tx, approval: Approval, *, actor: str, reason: str | None, now: datetime
+) -> None:
+    """A Deny that ended an approval needing several approvers, kept among its votes."""
+    if approval.min_approvals > 1:
+        params = {"id": approval.id, "voter": actor, "now": now, "reason": reason}
+        tx.execute(RECORD_DENY_VOTE, params)

@@ -1,0 +1,142 @@
+"""Quorum through Slack: a 2-of-3 approval driven by signed clicks against the real bolt app,
+handlers, runner and storage (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from bot.clock import utcnow
+from storage.repository import PendingFilter, Repository
+from tests import ops_tools
+from tests.conftest import BASE_CONFIG, make_config
+from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
+
+APPROVERS = ["U0APPROVER1", "U0APPROVER2", "U0APPROVER3"]
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
+
+
+def executed(name: str) -> list[dict[str, Any]]:
+    return [args for tool, args in ops_tools.EXECUTED if tool == name]
+
+
+@pytest.fixture
+async def slack(repo: Repository) -> AsyncIterator[Harness]:
+    policies = {
+        **BASE_CONFIG["policies"],
+        # allow_self_approval: the requester still never counts towards a quorum.
+        "restart_service": {
+            "approvers": APPROVERS,
+            "min_approvals": 2,
+            "allow_self_approval": True,
+        },
+    }
+    async with running_bot(make_config(policies=policies), repo) as harness:
+        yield harness
+
+
+def card_text(slack: Harness, ts: str) -> str:
+    card = slack.server.message(CHANNEL, ts)
+    assert card is not None
+    return json.dumps(card.blocks)
+
+
+async def test_two_of_three_the_same_approver_twice_and_the_requester_do_not_count(
+    slack: Harness, repo: Repository
+) -> None:
+    reply = await slack.mention("U0APPROVER3", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    assert "0 of 2 approvals yet" in card_text(slack, card.ts)
+
+    # The requester (an approver, with allow_self_approval) does not count.
+    await slack.server.click("U0APPROVER3", card, "approval_approve")
+    await slack.settle()
+    assert any("yours does not count" in t for t in slack.ephemeral_texts("U0APPROVER3"))
+
+    await slack.server.click("U0APPROVER1", card, "approval_approve")
+    await slack.settle()
+    shown = card_text(slack, card.ts)
+    assert "1 of 2 approvals: <@U0APPROVER1>" in shown, "the card is edited in place"
+    assert has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
+    assert any(
+        "You approved `restart_service`" in t and "1 of 2 approvals" in t
+        for t in slack.ephemeral_texts("U0APPROVER1")
+    )
+
+    # The same approver again counts once.
+    await slack.server.click("U0APPROVER1", card, "approval_approve")
+    await slack.settle()
+    assert any("You already approved; 1 of 2" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+    assert executed("restart_service") == []
+    [approval], _ = await repo.list_pending(PendingFilter(), now=utcnow())
+    assert approval.status == "pending" and approval.approved_by == ["U0APPROVER1"]
+
+    # An outsider does not count either.
+    await slack.server.click("U0OUTSIDER", card, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == []
+
+    await slack.server.click("U0APPROVER2", card, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "db"}]
+    shown = card_text(slack, card.ts)
+    assert "Approved* by <@U0APPROVER1>, <@U0APPROVER2>" in shown
+    assert not has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
+    assert "Results: restart_service=restarted db" in [m.text for m in slack.thread_of(reply)]
+
+    events = [(e.event, e.actor) for e in await repo.audit_trail(approval_id=approval.id)]
+    assert events.count(("approval_vote", "U0APPROVER1")) == 1
+    assert ("approval_vote", "U0APPROVER2") in events
+    assert ("approval_approved", "U0APPROVER2") in events
+
+
+async def test_a_deny_after_one_approval_ends_it(slack: Harness) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    await slack.server.click("U0APPROVER1", card, "approval_approve")
+    await slack.settle()
+    await slack.server.click("U0APPROVER2", card, "approval_deny")
+    [opened] = [v for v in slack.server.views.values() if v.user == "U0APPROVER2"]
+    await slack.server.submit_view(
+        "U0APPROVER2",
+        opened.id,
+        {"deny_reason": {"reason": {"type": "plain_text_input", "value": "not today"}}},
+    )
+    await slack.settle()
+    shown = card_text(slack, card.ts)
+    assert "Denied* by <@U0APPROVER2>" in shown and "not today" in shown
+    assert not has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
+    assert executed("restart_service") == []
+
+
+async def test_simultaneous_clicks_run_the_tool_once_after_the_second_approver(
+    slack: Harness,
+) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    clicks = await asyncio.gather(
+        *(
+            slack.server.click(user, card, "approval_approve")
+            for user in ["U0APPROVER1"] * 5 + ["U0APPROVER2"] * 5 + ["U0REQUESTER"] * 2
+        )
+    )
+    assert all(c.status == 200 for c in clicks)
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "db"}]
+    assert "Approved* by" in card_text(slack, card.ts)
+
+
+async def test_approvals_list_shows_progress(slack: Harness) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    await slack.server.click("U0APPROVER1", card, "approval_approve")
+    await slack.settle()
+    listed = await slack.server.slash_command("U0APPROVER2", CHANNEL, text="")
+    assert "1 of 2 approvals: <@U0APPROVER1>" in listed.body
