@@ -1,0 +1,218 @@
+"""Quorum (``min_approvals``) at the runner and storage level, on SQLite and PostgreSQL: random
+click sequences from two replicas never run a call without N distinct allowed approvals, nor
+twice; simultaneous last votes neither both approve nor leave the approval pending."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from itertools import count
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bot.clock import utcnow
+from bot.config import Config, ConfigError
+from bot.runner import DecisionRefused, Request, Runner
+from storage.repository import Repository
+from tests import ops_tools
+from tests.conftest import BASE_CONFIG, Database, make_config
+from tests.test_races import paused_run, pending_approval
+
+APPROVERS = ["U0APPROVER1", "U0APPROVER2", "U0APPROVER3"]
+USERS = [*APPROVERS, "U0REQUESTER", "U0OUTSIDER"]
+_examples = count()
+
+
+def quorum_config(min_approvals: int, *, allow_self: bool = False) -> Config:
+    policies = {
+        **BASE_CONFIG["policies"],
+        "restart_service": {
+            "approvers": APPROVERS,
+            "min_approvals": min_approvals,
+            "allow_self_approval": allow_self,
+        },
+    }
+    return make_config(policies=policies)
+
+
+def may_deny(user: str, requester: str, allow_self: bool) -> bool:
+    """The rule of deciding (bot.policy.refusal_reason) for these approvers."""
+    if user == requester and not allow_self:
+        return False
+    return user in APPROVERS
+
+
+@pytest.fixture
+async def replicas(database: Database) -> tuple[Repository, Repository]:
+    return await database.open(), await database.open()
+
+
+clicks = st.lists(
+    st.lists(
+        st.tuples(st.sampled_from(USERS), st.sampled_from([True, True, True, False])),
+        min_size=1,
+        max_size=4,
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    batches=clicks,
+    min_approvals=st.integers(min_value=2, max_value=3),
+    requester=st.sampled_from(["U0REQUESTER", "U0APPROVER3"]),
+    allow_self=st.booleans(),
+)
+async def test_no_click_sequence_runs_a_call_without_its_quorum_or_twice(
+    replicas: tuple[Repository, Repository],
+    batches: list[list[tuple[str, bool]]],
+    min_approvals: int,
+    requester: str,
+    allow_self: bool,
+) -> None:
+    config = quorum_config(min_approvals, allow_self=allow_self)
+    runners = [Runner(repo, config, worker_id=f"replica-{i}") for i, repo in enumerate(replicas)]
+    service = f"svc{next(_examples)}"
+    text = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": service}}]}
+    )
+    paused = await runners[0].start(
+        Request(text=text, requester=requester, conversation_key=f"quorum-{service}")
+    )
+    [approval] = paused.new_approvals
+    assert approval.min_approvals == min_approvals
+
+    async def click(runner: Runner, user: str, approve: bool) -> None:
+        try:
+            decision = await runner.decide(approval.id, actor=user, approve=approve)
+        except DecisionRefused:
+            return
+        if decision.resume_claimed:
+            await runner.resume(approval.run_id)
+
+    for batch in batches:
+        # Each batch lands at once, spread over both replicas.
+        await asyncio.gather(
+            *(click(runners[i % 2], user, approve) for i, (user, approve) in enumerate(batch))
+        )
+
+    ran = [args for tool, args in ops_tools.EXECUTED if args.get("service") == service]
+    final = await replicas[0].get_approval(approval.id)
+    assert final is not None
+    allowed = set(APPROVERS) - {requester}
+    approving = {user for batch in batches for user, ok in batch if ok and user in allowed}
+    denied = any(
+        not ok and may_deny(user, requester, allow_self) for batch in batches for user, ok in batch
+    )
+    assert len(ran) <= 1, f"ran {len(ran)} times"
+    voters = list(final.approved_by or [])
+    if ran:
+        assert final.status == "executed"
+        assert len(voters) == len(set(voters)) == min_approvals, voters
+        assert set(voters) <= approving
+        run = await replicas[0].get_run(approval.run_id)
+        assert run is not None and run.status == "completed"
+    else:
+        assert final.status in ("pending", "denied"), final.status
+        assert set(voters) <= approving and len(set(voters)) < min_approvals
+    if not denied:
+        # Nothing ended it: it ran exactly when enough distinct allowed people approved.
+        assert bool(ran) == (len(approving) >= min_approvals), (approving, final.status)
+    events = await replicas[0].audit_trail(approval_id=approval.id)
+    votes = [e.actor for e in events if e.event == "approval_vote"]
+    assert len(votes) == len(set(votes)), "each person's Approve is audited once"
+    assert "U0REQUESTER" not in votes and "U0OUTSIDER" not in votes
+
+
+async def vote(repo: Repository, approval_id: str, actor: str, worker: str) -> Any:
+    now = utcnow()
+    return await repo.decide(
+        approval_id,
+        actor=actor,
+        approve=True,
+        reason=None,
+        worker=worker,
+        lease_until=now + timedelta(minutes=5),
+        now=now,
+    )
+
+
+async def test_simultaneous_last_votes_approve_once_and_never_leave_it_pending(
+    database: Database,
+) -> None:
+    """Three replicas cast the three votes of a 3-of-3 at once, and the last two of a 2-of-3:
+    exactly one vote approves and claims the resume; none is lost."""
+    replicas = [await database.open() for _ in range(3)]
+    now = utcnow()
+    trials = 20
+    await replicas[0].insert_rows_for_benchmark(
+        runs=[paused_run(f"run_{i:03d}", now) for i in range(trials)],
+        approvals=[
+            pending_approval(f"apr_{i:03d}", f"run_{i:03d}", now)
+            | {"approvers": APPROVERS, "min_approvals": 3 if i % 2 else 2}
+            for i in range(trials)
+        ],
+    )
+    for i in range(trials):
+        approval_id = f"apr_{i:03d}"
+        if i % 2 == 0:
+            first = await vote(replicas[0], approval_id, "U0APPROVER1", "w0")
+            assert first is not None and first.approval.status == "pending"
+        voters = APPROVERS if i % 2 else APPROVERS[1:]
+        outcomes = await asyncio.gather(
+            *(
+                vote(replicas[n], approval_id, voter, f"w{n}")
+                for n, voter in enumerate(voters, start=3 - len(voters))
+            )
+        )
+        approved = [o for o in outcomes if o is not None and o.approval.status == "approved"]
+        assert len(approved) == 1, [o and o.approval.status for o in outcomes]
+        assert approved[0].resume_claimed
+        final = await replicas[0].get_approval(approval_id)
+        assert final is not None and final.status == "approved"
+        assert len(set(final.approved_by or [])) == final.min_approvals
+        run = await replicas[0].get_run(f"run_{i:03d}")
+        assert run is not None and run.status == "resuming"
+
+
+async def test_a_single_approval_still_takes_one_click(runner: Runner) -> None:
+    text = json.dumps({"tool_calls": [{"name": "restart_service", "arguments": {"service": "a"}}]})
+    paused = await runner.start(Request(text=text, requester="U0REQUESTER", conversation_key="k"))
+    [approval] = paused.new_approvals
+    assert approval.min_approvals == 1
+    decision = await runner.decide(approval.id, actor="U0APPROVER1", approve=True)
+    assert decision.resume_claimed and decision.approval.status == "approved"
+
+
+@pytest.mark.parametrize(
+    ("policy", "error"),
+    [
+        ({"min_approvals": 0}, "policies.restart_service.min_approvals: 0 must be a whole"),
+        ({"min_approvals": "2"}, "policies.restart_service.min_approvals: '2' must be a whole"),
+        ({"min_approvals": True}, "min_approvals: True must be a whole number"),
+        (
+            {"approvers": ["U0A", "U0B"], "min_approvals": 3},
+            "min_approvals: 3 distinct approvals can never be given by the 2 approvers named",
+        ),
+    ],
+)
+def test_bad_min_approvals_is_refused_with_its_key(policy: dict[str, Any], error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        make_config(policies={"restart_service": policy})
+
+
+def test_min_approvals_with_a_user_group_is_accepted() -> None:
+    config = make_config(
+        policies={"restart_service": {"approvers": ["S0ONCALL"], "min_approvals": 3}}
+    )
+    assert config.policy_for("restart_service").min_approvals == 3
