@@ -238,9 +238,11 @@ def resume_started(run_id: str) -> float | None:
 
 def record_decision(decision: Any, *, approve: bool) -> None:
     """A decision that won its race: count it, and how long the request waited for it."""
+    approval = decision.approval
+    if approval.status == "pending":
+        return  # a vote towards a quorum (min_approvals): the decision is the last one's
     outcome = "approved" if approve else "denied"
     DECISIONS.labels(outcome).inc()
-    approval = decision.approval
     if approval.decided_at is not None and approval.created_at is not None:
         waited = (approval.decided_at - approval.created_at).total_seconds()
         DECISION_SECONDS.labels(outcome).observe(max(waited, 0.0))

@@ -8,12 +8,14 @@ import asyncio
 import json
 from datetime import timedelta
 from itertools import count
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.cli import main
 from bot.clock import utcnow
 from bot.config import Config, ConfigError
 from bot.runner import DecisionRefused, Request, Runner
@@ -216,3 +218,50 @@ def test_min_approvals_with_a_user_group_is_accepted() -> None:
         policies={"restart_service": {"approvers": ["S0ONCALL"], "min_approvals": 3}}
     )
     assert config.policy_for("restart_service").min_approvals == 3
+
+
+CLI_CONFIG = """
+model = "scripted"
+tools = ["tests.ops_tools:restart_service"]
+
+[policies.restart_service]
+approvers = ["U0APPROVER1", "U0APPROVER2"]
+min_approvals = 2
+"""
+
+
+def test_the_cli_follows_the_same_quorum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bot.toml"
+    path.write_text(CLI_CONFIG)
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    cfg = ["--config", str(path)]
+
+    def cli(*argv: str) -> tuple[int, str, str]:
+        code = main([*cfg, *argv])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    request = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "w"}}]}
+    )
+    assert ": paused" in cli("ask", request, "--as", "U0REQUESTER")[1]
+    [listed] = json.loads(cli("approvals", "list", "--json")[1])
+    assert listed["min_approvals"] == 2 and listed["approved_by"] == []
+
+    code, out, _ = cli("approvals", "decide", listed["id"], "--approve", "--as", "U0APPROVER1")
+    assert code == 0 and "1 of 2 approvals; it waits for more." in out
+    assert "restarted" not in out
+    assert "1 of 2 approvals (U0APPROVER1)" in cli("approvals", "list")[1]
+
+    code, _, err = cli("approvals", "decide", listed["id"], "--approve", "--as", "U0APPROVER1")
+    assert code == 1 and "refused (already_approved): You already approved; 1 of 2" in err
+
+    code, out, _ = cli("approvals", "decide", listed["id"], "--approve", "--as", "U0APPROVER2")
+    assert code == 0 and "restart_service=restarted w" in out
+    shown = json.loads(cli("runs", "show", listed["run_id"], "--json")[1])
+    [approval] = shown["approvals"]
+    assert approval["status"] == "executed"
+    assert approval["approved_by"] == ["U0APPROVER1", "U0APPROVER2"]
+    assert ops_tools.EXECUTED == [("restart_service", {"service": "w"})]
