@@ -19,6 +19,7 @@ from bot.cli import main
 from bot.clock import utcnow
 from bot.config import Config, ConfigError
 from bot.runner import DecisionRefused, Request, Runner
+from storage import migrate
 from storage.repository import Repository
 from tests import ops_tools
 from tests.conftest import BASE_CONFIG, Database, make_config
@@ -265,3 +266,37 @@ def test_the_cli_follows_the_same_quorum(
     assert approval["status"] == "executed"
     assert approval["approved_by"] == ["U0APPROVER1", "U0APPROVER2"]
     assert ops_tools.EXECUTED == [("restart_service", {"service": "w"})]
+
+
+async def test_approvals_of_the_previous_release_need_one_approval(database_url: str) -> None:
+    """Migration 0009_quorum on a database the previous release used, on both databases:
+    its approvals need one approval, and its inserts (which name no quorum column) work."""
+    from tests.test_pauses_migration import _upgrade_to
+
+    repo = await Repository.open(database_url, upgrade=False)
+    try:
+        await repo.database.run_with_connection(_upgrade_to("0007_oauth"))  # type: ignore[arg-type]
+        await migrate.upgrade(repo.database)
+        now = utcnow()
+        await repo.execute_sql(
+            "INSERT INTO runs (id, conversation_key, team_id, channel, thread_ts, requester, "
+            "status, model_id, history, turn, created_at, updated_at) VALUES ('run_old', 'k', "
+            "'T1', 'C1', '1.0', 'U0REQ', 'paused', 'scripted', '[]', 1, :now, :now)",
+            {"now": now},
+        )
+        # As the previous release inserts an approval: no min_approvals, no approved_by.
+        await repo.execute_sql(
+            "INSERT INTO approvals (id, run_id, turn, tool_call_id, tool_name, arguments, "
+            "payload_hash, status, requester, team_id, channel, thread_ts, approvers, "
+            "allow_self_approval, on_expiry, created_at, expires_at, kind) VALUES ('apr_old', "
+            "'run_old', 1, 'tc', 'restart_service', '{}', :hash, 'pending', 'U0REQ', 'T1', "
+            "'C1', '1.0', '[]', false, 'deny', :now, :later, 'approval')",
+            {"hash": "0" * 64, "now": now, "later": now + timedelta(hours=1)},
+        )
+        old = await repo.get_approval("apr_old")
+        assert old is not None and old.min_approvals == 1 and old.approved_by is None
+        runner = Runner(repo, quorum_config(2), worker_id="worker-a")
+        decision = await runner.decide("apr_old", actor="U0APPROVER1", approve=True)
+        assert decision.approval.status == "approved" and decision.resume_claimed
+    finally:
+        await repo.close()
