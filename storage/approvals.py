@@ -430,7 +430,11 @@ def pending_list_sql(
         )
         params.update({f"kind_{i}": kind for i, kind in enumerate(where.kinds)})
     if where.exclude_requester is not None:
-        conditions.append("(requester != :exclude_requester OR allow_self_approval = TRUE)")
+        # The requester's Approve never counts towards a quorum (storage.votes).
+        conditions.append(
+            "(requester != :exclude_requester "
+            "OR (allow_self_approval = TRUE AND min_approvals <= 1))"
+        )
         params["exclude_requester"] = where.exclude_requester
     approvers = ""
     if where.approver is not None:

@@ -140,3 +140,11 @@ async def test_approvals_list_shows_progress(slack: Harness) -> None:
     await slack.settle()
     listed = await slack.server.slash_command("U0APPROVER2", CHANNEL, text="")
     assert "1 of 2 approvals: <@U0APPROVER1>" in listed.body
+
+
+async def test_the_requester_is_not_asked_to_decide_their_own_quorum(slack: Harness) -> None:
+    await slack.mention("U0APPROVER3", calls(("restart_service", {"service": "db"})))
+    listed = await slack.server.slash_command("U0APPROVER3", CHANNEL, text="")
+    assert "Nothing is waiting for your decision" in listed.body
+    mine = await slack.server.slash_command("U0APPROVER3", CHANNEL, text="mine")
+    assert "0 of 2 approvals yet" in mine.body
