@@ -148,3 +148,25 @@ async def test_the_requester_is_not_asked_to_decide_their_own_quorum(slack: Harn
     assert "Nothing is waiting for your decision" in listed.body
     mine = await slack.server.slash_command("U0APPROVER3", CHANNEL, text="mine")
     assert "0 of 2 approvals yet" in mine.body
+
+
+async def test_the_home_shows_progress_and_is_refreshed_by_a_vote(
+    slack: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from handlers import home
+
+    monkeypatch.setattr(home, "DEBOUNCE", 0.01)
+    monkeypatch.setattr(home, "PUBLISH_INTERVAL", 0.0)
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    await slack.server.open_home("U0APPROVER2")
+    await slack.settle()
+    assert "0 of 2 approvals yet" in json.dumps(slack.server.home_of("U0APPROVER2"))
+    [card] = slack.cards()
+    await slack.server.click("U0APPROVER1", card, "approval_approve")
+    await slack.settle()
+    await asyncio.sleep(0.1)
+    await slack.settle()
+    assert "1 of 2 approvals: <@U0APPROVER1>" in json.dumps(slack.server.home_of("U0APPROVER2"))
+    await slack.server.click_home("U0APPROVER2", "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "db"}]
