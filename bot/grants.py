@@ -89,7 +89,8 @@ def grant_refusal(policy: Policy | None, approval: Approval) -> str | None:
     )
     if effective.approval != "required":
         return f"`{tool}` is not asked about this way any more: no grant can cover it."
-    if getattr(effective, "min_approvals", 1) > 1:
+    # The approval's own snapshot too: a quorum asked for is never granted by one person.
+    if effective.min_approvals > 1 or approval.min_approvals > 1:
         return f"This `{tool}` call needs several approvals: one person cannot grant it."
     return None
 

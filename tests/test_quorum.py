@@ -275,7 +275,7 @@ async def test_approvals_of_the_previous_release_need_one_approval(database_url:
 
     repo = await Repository.open(database_url, upgrade=False)
     try:
-        await repo.database.run_with_connection(_upgrade_to("0007_oauth"))  # type: ignore[arg-type]
+        await repo.database.run_with_connection(_upgrade_to("0011_grants"))  # type: ignore[arg-type]
         await migrate.upgrade(repo.database)
         now = utcnow()
         await repo.execute_sql(
@@ -300,3 +300,30 @@ async def test_approvals_of_the_previous_release_need_one_approval(database_url:
         assert decision.approval.status == "approved" and decision.resume_claimed
     finally:
         await repo.close()
+
+
+async def test_no_standing_grant_comes_with_a_vote_towards_a_quorum(repo: Repository) -> None:
+    """A quorum asked for is never replaced by one person's grant, even after the config
+    dropped it (the approval's snapshot says how many it needs)."""
+    from bot.grants import approve_and_grant
+    from tests.test_engine import calls, request
+
+    def config(**policy: Any) -> Config:
+        policy = {"approvers": APPROVERS, "grant_max": "1h", **policy}
+        return make_config(policies={**BASE_CONFIG["policies"], "restart_service": policy})
+
+    asked = Runner(repo, config(min_approvals=2), worker_id="worker-a")
+    paused = await asked.start(request(calls(("restart_service", {"service": "db"}))))
+    [approval] = paused.new_approvals
+    relaxed = config()
+    for runner in (asked, Runner(repo, relaxed, worker_id="worker-b")):
+        with pytest.raises(DecisionRefused, match="needs several approvals"):
+            await approve_and_grant(
+                runner,
+                approval.id,
+                actor="U0APPROVER1",
+                duration=timedelta(minutes=30),
+                same_arguments=False,
+            )
+    after = await repo.get_approval(approval.id)
+    assert after is not None and after.status == "pending" and not after.approved_by
