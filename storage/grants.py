@@ -236,6 +236,9 @@ class GrantStore:
                 "rule": draft.rule,
                 "rule_when": draft.rule_when,
                 "rule_error": draft.rule_error,
+                # A grant never stands in for a quorum (bot.grants): one approval.
+                "min_approvals": 1,
+                "approved_by": None,
             }
             tx.execute(INSERT_APPROVAL, APPROVALS.params(values))
             tx.executemany(INSERT_APPROVER, approver_rows([values]))
