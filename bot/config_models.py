@@ -275,6 +275,18 @@ class ToolPolicySection(Section):
             raise _key_problem("escalate_to", "needs escalate_after, when to add them")
         return self
 
+    @model_validator(mode="after")
+    def _quorum_can_be_reached(self) -> ToolPolicySection:
+        # Users only (a user group's size is Slack's to know): no more approvals than people.
+        named = self.approvers
+        if named and not any(a.startswith("S") for a in named) and self.min_approvals > len(named):
+            raise _key_problem(
+                "min_approvals",
+                f"{self.min_approvals} distinct approvals can never be given by the "
+                f"{len(named)} approvers named",
+            )
+        return self
+
 
 def _key_problem(key: str, message: str) -> PydanticCustomError:
     """A problem a section's check finds with one of its keys (named in the path)."""
