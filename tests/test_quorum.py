@@ -327,3 +327,30 @@ async def test_no_standing_grant_comes_with_a_vote_towards_a_quorum(repo: Reposi
             )
     after = await repo.get_approval(approval.id)
     assert after is not None and after.status == "pending" and not after.approved_by
+
+
+async def test_a_rule_can_ask_for_a_quorum_and_it_is_snapshotted(repo: Repository) -> None:
+    from tests.test_engine import calls, request
+
+    policy = {
+        "approvers": APPROVERS,
+        "rules": [{"when": 'args.service == "db"', "min_approvals": 2}],
+    }
+    config = make_config(policies={**BASE_CONFIG["policies"], "restart_service": policy})
+    runner = Runner(repo, config, worker_id="worker-a")
+    paused = await runner.start(
+        request(
+            calls(("restart_service", {"service": "db"}), ("restart_service", {"service": "web"}))
+        )
+    )
+    db, web = sorted(paused.new_approvals, key=lambda a: a.arguments["service"])
+    assert (db.min_approvals, web.min_approvals) == (2, 1)
+    assert (await runner.decide(web.id, actor="U0APPROVER1", approve=True)).approval.status == (
+        "approved"
+    )
+    first = await runner.decide(db.id, actor="U0APPROVER1", approve=True)
+    assert first.approval.status == "pending" and not first.resume_claimed
+    second = await runner.decide(db.id, actor="U0APPROVER2", approve=True)
+    assert second.approval.status == "approved" and second.resume_claimed
+    assert (await runner.resume(paused.run_id)).status == "completed"
+    assert sorted(a["service"] for _, a in ops_tools.EXECUTED) == ["db", "web"]
