@@ -275,7 +275,7 @@ async def test_approvals_of_the_previous_release_need_one_approval(database_url:
 
     repo = await Repository.open(database_url, upgrade=False)
     try:
-        await repo.database.run_with_connection(_upgrade_to("0008_rules"))  # type: ignore[arg-type]
+        await repo.database.run_with_connection(_upgrade_to("0013_names"))  # type: ignore[arg-type]
         await migrate.upgrade(repo.database)
         now = utcnow()
         await repo.execute_sql(

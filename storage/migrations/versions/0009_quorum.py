@@ -8,7 +8,7 @@ so the same person approving twice counts once. The previous release ignores bot
 migration is safe to apply before a rolling deploy replaces it.
 
 Revision ID: 0009_quorum
-Revises: 0008_rules
+Revises: 0013_names
 Create Date: 2026-11-30
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_quorum"
-down_revision = "0008_rules"
+down_revision = "0013_names"
 branch_labels = None
 depends_on = None
 
