@@ -70,6 +70,14 @@ class BackgroundTasks:
             self._last_answered = asyncio.get_running_loop().time()
             answer.set_result(None)
 
+    def quiet_now(self) -> bool:
+        """No request is being answered, and none was for ``quiet`` seconds: a burst is not
+        under way, so a short wait on the loop (a durable commit's fsync) delays no answer
+        that is already due (``Repository.fsync_on_loop_when``)."""
+        if self._answers:
+            return False
+        return asyncio.get_running_loop().time() - self._last_answered >= self.quiet
+
     def spawn(self, coroutine: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(self._after_answers(coroutine, _ANSWER.get()), name=name)
         self._tasks.add(task)

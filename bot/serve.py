@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -156,6 +157,8 @@ async def started_bot(
     session = aiohttp.ClientSession()
     clients = workspace_clients(repo, settings, session)
     services = Services.create(repo, config, runner, clients.default, clients)
+    # The executing record's fsync on the loop (no thread hop) only between requests.
+    repo.fsync_on_loop_when(services.background.quiet_now)
     app = build_app(services, settings)
     count_database_errors(repo)
     app.middleware(observe_request)  # log ids and acknowledgement latency
@@ -183,6 +186,7 @@ async def started_bot(
     finally:
         await bot.shut_down(config.shutdown_grace.total_seconds())
         await session.close()
+        repo.fsync_on_loop_when(None)
         if owns_repo:
             await repo.close()
 
@@ -298,6 +302,11 @@ async def _serve(
         # The metrics port stays up while work in flight finishes (/readyz says 503).
         serving_operations(metrics_sock, bot.services.repo, stop.is_set),
     ):
+        # What start-up built (modules, the app, the configuration) lives as long as the
+        # process: frozen, the collector's full passes (40-85 ms over ~155,000 objects,
+        # every thousand or two requests) walk only what requests create.
+        gc.collect()
+        gc.freeze()
         if sock is None:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 

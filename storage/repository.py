@@ -29,7 +29,7 @@ detached model instances: nothing is loaded lazily after the transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from storage import migrate
@@ -122,6 +122,8 @@ class Repository(
             database = _database_for_engine(database)
         self.database = database
         self.dialect = database.dialect
+        # Kept apart: callers may wrap ``database`` (bot.metrics counts its failures).
+        self._sqlite = database if isinstance(database, SQLiteDatabase) else None
 
     @classmethod
     async def open(
@@ -165,6 +167,18 @@ class Repository(
 
     async def close(self) -> None:
         await self.database.close()
+
+    def fsync_on_loop_when(self, predicate: Callable[[], bool] | None) -> None:
+        """When a durable commit (the ``executing`` record) may fsync on the event loop.
+
+        On SQLite that commit waits for the disk: on the loop it costs the fsync alone, on
+        the writer thread also two thread wake-ups, but the loop goes on answering requests
+        meanwhile. ``predicate`` is asked before each such commit; ``None``: always on the
+        loop (the default: the CLI and benchmarks answer nobody else). PostgreSQL: nothing to
+        choose, its commits never block the loop.
+        """
+        if self._sqlite is not None:
+            self._sqlite.durable_inline = predicate or (lambda: True)
 
     async def ping(self) -> None:
         """Raise when the database cannot be reached (health checks)."""

@@ -19,9 +19,12 @@ waiting on threads. Hence:
   of ours checkpoints the WAL at a commit (``wal_autocheckpoint=0``): checkpoints run on a
   thread of their own every ``CHECKPOINT_EVERY`` writes, so the loop never waits on the disk.
 - The one commit that fsyncs, ``durable=True`` (the ``executing`` record, which a power cut
-  must not lose: ``SQLITE_DURABLE_SYNCHRONOUS``), never runs inline: its fsync (1.6 ms at the
-  median on the CI machine, several times that under I/O load) happens on the writer thread
-  while the loop carries on.
+  must not lose: ``SQLITE_DURABLE_SYNCHRONOUS``), runs inline too unless ``durable_inline``
+  says not now; then on the writer thread, while the loop carries on. Its fsync (0.2-1.6 ms
+  here, several times that under I/O load) blocks the loop inline, but the hop to the writer
+  and back costs two thread wake-ups, 0.2-1.5 ms on two shared cores, on top of the same
+  fsync. ``serve`` sends it to the thread only while Slack requests are being answered
+  (``BackgroundTasks.quiet_now``); the CLI and the benchmarks answer nobody else.
 - When the lock is taken (another replica or process, our own writer thread, a checkpoint) the
   transaction is rolled back and run again, unchanged, on a worker thread whose connection
   waits for the lock (``SQLITE_BUSY_TIMEOUT_MS``): one thread hop. Writes go to one writer
@@ -257,6 +260,10 @@ def _transact(
     return result
 
 
+def _always() -> bool:
+    return True
+
+
 class _Busy(Exception):
     """The inline attempt found the database locked: run the body on a thread instead."""
 
@@ -299,6 +306,9 @@ class SQLiteDatabase:
             )
         self._inline: sqlite3.Connection | None = None
         self._inline_lock = threading.Lock()
+        # Whether a durable commit may fsync on the event loop now (see the module docstring):
+        # always, unless the application says when not (serve: while Slack is being answered).
+        self.durable_inline: Callable[[], bool] = _always
         self._writes = itertools.count(1)
         self._checkpointing = False
         # Inline mode: checkpoints are ours, on a thread of their own (see _checkpoint_soon),
@@ -348,9 +358,10 @@ class SQLiteDatabase:
             # behind it; measured, 100 concurrent clicks were acked in 300-450 ms instead of
             # 120-150 ms.
             await asyncio.sleep(0)
-            # A durable commit fsyncs (about as long as a whole cycle's other work): on the
-            # writer thread, so the loop goes on answering Slack meanwhile (module docstring).
-            if not (durable and raises_synchronous()) and self._inline_lock.acquire(blocking=False):
+            # A durable commit fsyncs: inline only while nothing else needs the loop
+            # (``durable_inline``), else on the writer thread (module docstring).
+            off_loop = durable and raises_synchronous() and not self.durable_inline()
+            if not off_loop and self._inline_lock.acquire(blocking=False):
                 try:
                     result = self._run_inline(body, mode, durable)
                 except _Busy:

@@ -99,3 +99,14 @@ async def test_work_cancelled_before_it_started_never_runs() -> None:
     assert happened == [] and len(background) == 0
     # Closed, so never reported as "coroutine was never awaited".
     assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+
+async def test_quiet_now_only_between_bursts_of_answers() -> None:
+    """What ``serve`` asks before fsyncing the executing record on the event loop."""
+    background = BackgroundTasks(quiet=0.05)
+    assert background.quiet_now()  # nothing answered yet
+    with background.acknowledging():
+        assert not background.quiet_now()
+    assert not background.quiet_now()  # answered just now: more may follow
+    await asyncio.sleep(0.06)
+    assert background.quiet_now()

@@ -13,6 +13,8 @@ runner and the gate as in production, through the repository's ``inside_begin_ex
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from storage import sqlite
 from storage.db import Mode, Tx
 from storage.repository import Repository
 from tests.conftest import Database, make_config
+from tests.slack_harness import running_bot
 from tests.test_engine import calls, executed, request
 
 SQLITE_LEVELS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
@@ -54,10 +57,17 @@ async def open_repo(database: Database, inline: bool, **server_settings: str) ->
     return repo
 
 
-async def approve_and_resume(repo: Repository) -> list[str]:
-    """Pause on a gated call, approve it, resume it; the commit level seen by ``executing``."""
+async def approve_and_resume(repo: Repository, threads: list[str] | None = None) -> list[str]:
+    """Pause on a gated call, approve it, resume it; the commit level seen by ``executing``
+    (and in ``threads``, the thread that committed it)."""
     seen: list[str] = []
-    repo.inside_begin_execution = lambda tx: seen.append(commit_level(tx))
+
+    def inside(tx: Tx) -> None:
+        seen.append(commit_level(tx))
+        if threads is not None:
+            threads.append(threading.current_thread().name)
+
+    repo.inside_begin_execution = inside
     runner = Runner(repo, make_config(), worker_id="durability")
     paused = await runner.start(request(calls(("restart_service", {"service": "web"}))))
     assert paused.status == "paused"
@@ -118,3 +128,41 @@ async def test_sqlite_full_everywhere_stays_full(
     repo = await open_repo(database, True)
     assert await approve_and_resume(repo) == ["FULL"]
     assert await level_elsewhere(repo) == "FULL"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("on_loop", [True, False], ids=["on the loop", "on the writer thread"])
+async def test_where_the_executing_commit_fsyncs(database: Database, on_loop: bool) -> None:
+    """On the event loop's thread unless the application says not now (``serve``: while
+    Slack is being answered), then on the writer thread: at ``FULL`` either way."""
+    repo = await open_repo(database, True)
+    asked: list[bool] = []
+
+    def now_ok() -> bool:
+        asked.append(on_loop)
+        return on_loop
+
+    repo.fsync_on_loop_when(now_ok)
+    threads: list[str] = []
+
+    assert await approve_and_resume(repo, threads) == ["FULL"]
+
+    assert asked == [on_loop]
+    on_loop_thread = threads == [threading.main_thread().name]
+    assert on_loop_thread == on_loop, threads
+    assert await level_elsewhere(repo) == "NORMAL"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_serve_fsyncs_on_the_loop_only_between_answers(database: Database) -> None:
+    """The bot asks its acknowledgements first: while a request is being answered (or one was
+    a moment ago) the executing record's fsync goes to the writer thread."""
+    repo = await open_repo(database, True)
+    async with running_bot(make_config(), repo) as slack:
+        background = slack.bot.services.background
+        background.quiet = 0.05
+        await asyncio.sleep(0.06)
+        assert repo.database.durable_inline()  # type: ignore[attr-defined]
+        with background.acknowledging():
+            assert not repo.database.durable_inline()  # type: ignore[attr-defined]
+    assert repo.database.durable_inline()  # type: ignore[attr-defined]
