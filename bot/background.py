@@ -34,13 +34,23 @@ log = logging.getLogger(__name__)
 ACK_WAIT_LIMIT = 0.5
 # ... and until no answer has been written for this long (the burst is over).
 QUIET = 0.001
+# A durable commit fsyncs on the loop only when no answer was written for this long: the
+# resumes that start right after a burst (QUIET) still fsync on the writer thread, in case
+# the burst goes on (quiet_now).
+FSYNC_QUIET = 0.05
 
 # The answer of the request being handled in this context, once written.
 _ANSWER: ContextVar[asyncio.Future[None] | None] = ContextVar("approval_bot_answer", default=None)
 
 
 class BackgroundTasks:
-    def __init__(self, *, ack_wait_limit: float = ACK_WAIT_LIMIT, quiet: float = QUIET) -> None:
+    def __init__(
+        self,
+        *,
+        ack_wait_limit: float = ACK_WAIT_LIMIT,
+        quiet: float = QUIET,
+        fsync_quiet: float = FSYNC_QUIET,
+    ) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._answers: set[asyncio.Future[None]] = set()
         self._no_answers = asyncio.Event()  # set while no request is being answered
@@ -48,6 +58,7 @@ class BackgroundTasks:
         self._last_answered = float("-inf")  # loop time
         self.ack_wait_limit = ack_wait_limit
         self.quiet = quiet
+        self.fsync_quiet = fsync_quiet
 
     @contextlib.contextmanager
     def acknowledging(self) -> Iterator[None]:
@@ -71,12 +82,12 @@ class BackgroundTasks:
             answer.set_result(None)
 
     def quiet_now(self) -> bool:
-        """No request is being answered, and none was for ``quiet`` seconds: a burst is not
-        under way, so a short wait on the loop (a durable commit's fsync) delays no answer
+        """No request is being answered, and none was for ``fsync_quiet`` seconds: no burst
+        is under way, so a short wait on the loop (a durable commit's fsync) delays no answer
         that is already due (``Repository.fsync_on_loop_when``)."""
         if self._answers:
             return False
-        return asyncio.get_running_loop().time() - self._last_answered >= self.quiet
+        return asyncio.get_running_loop().time() - self._last_answered >= self.fsync_quiet
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(self._after_answers(coroutine, _ANSWER.get()), name=name)

@@ -103,7 +103,7 @@ async def test_work_cancelled_before_it_started_never_runs() -> None:
 
 async def test_quiet_now_only_between_bursts_of_answers() -> None:
     """What ``serve`` asks before fsyncing the executing record on the event loop."""
-    background = BackgroundTasks(quiet=0.05)
+    background = BackgroundTasks(fsync_quiet=0.05)
     assert background.quiet_now()  # nothing answered yet
     with background.acknowledging():
         assert not background.quiet_now()

@@ -160,7 +160,7 @@ async def test_serve_fsyncs_on_the_loop_only_between_answers(database: Database)
     repo = await open_repo(database, True)
     async with running_bot(make_config(), repo) as slack:
         background = slack.bot.services.background
-        background.quiet = 0.05
+        background.fsync_quiet = 0.05
         await asyncio.sleep(0.06)
         assert repo.database.durable_inline()  # type: ignore[attr-defined]
         with background.acknowledging():
