@@ -23,8 +23,9 @@ waiting on threads. Hence:
   says not now; then on the writer thread, while the loop carries on. Its fsync (0.2-1.6 ms
   here, several times that under I/O load) blocks the loop inline, but the hop to the writer
   and back costs two thread wake-ups, 0.2-1.5 ms on two shared cores, on top of the same
-  fsync. ``serve`` sends it to the thread only while Slack requests are being answered
-  (``BackgroundTasks.quiet_now``); the CLI and the benchmarks answer nobody else.
+  fsync. ``serve`` sends it to the thread while Slack requests are being answered or were
+  within 50 ms (``BackgroundTasks.quiet_now``); the CLI and the benchmarks answer nobody
+  else.
 - When the lock is taken (another replica or process, our own writer thread, a checkpoint) the
   transaction is rolled back and run again, unchanged, on a worker thread whose connection
   waits for the lock (``SQLITE_BUSY_TIMEOUT_MS``): one thread hop. Writes go to one writer
