@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,8 @@ NAME_CACHE_SECONDS = 3600.0
 NAME_ERROR_CACHE_SECONDS = 60.0
 # A decision waits at most this long for a name before it is stored without one.
 NAME_LOOKUP_SECONDS = 1.0
+# Slack caps display and real names at 80 characters; a longer one is cut.
+NAME_MAX_CHARS = 80
 
 
 def display_name(user: dict[str, Any]) -> str | None:
@@ -40,13 +43,32 @@ def display_name(user: dict[str, Any]) -> str | None:
     see (the profile's display name, else the account name); one of them alone if the other
     is missing or the same."""
     profile = user.get("profile") or {}
-    real = (profile.get("real_name") or user.get("real_name") or "").strip()
-    handle = (profile.get("display_name") or user.get("name") or "").strip()
+    real = _one_line(profile.get("real_name") or user.get("real_name"))
+    handle = _one_line(profile.get("display_name") or user.get("name"))
     if real and handle and real != handle:
         return f"{real} (@{handle})"
     if real:
         return real
     return f"@{handle}" if handle else None
+
+
+def _one_line(text: object) -> str:
+    """A name as plain text on one line: anyone picks their own, and the model and a terminal
+    read it as is, so a newline (a forged "Approved by …" line), a terminal escape or a
+    direction override becomes a space, and the length is bounded."""
+    if not isinstance(text, str):
+        return ""
+    kept = "".join(_plain(c) for c in text)
+    return " ".join(kept.split())[:NAME_MAX_CHARS].strip()
+
+
+def _plain(char: str) -> str:
+    category = unicodedata.category(char)
+    if category in ("Cc", "Zl", "Zp"):  # controls (newline, ESC), line separators
+        return " "
+    if category == "Cf" and char != "\u200d":  # format (bidi overrides); ZWJ joins emoji
+        return ""
+    return char
 
 
 @dataclass
