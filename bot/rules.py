@@ -81,14 +81,13 @@ class Condition:
 
     def holds(self, arguments: dict[str, Any], *, requester: str, channel: str) -> bool:
         """Whether the condition is true for this call; raises RuleEvaluationError."""
+        return self.holds_in(activation_of(arguments, requester=requester, channel=channel))
+
+    def holds_in(self, activation: dict[str, Any]) -> bool:
+        """Whether the condition is true with these variables; raises RuleEvaluationError."""
         import celpy
 
         try:
-            activation = {
-                "args": celpy.json_to_cel(storable(dict(arguments))),
-                "requester": celpy.celtypes.StringType(requester or ""),
-                "channel": celpy.celtypes.StringType(channel or ""),
-            }
             value = self.program.evaluate(activation)
         except Exception as exc:  # CELEvalError, and whatever a CEL function let through
             raise RuleEvaluationError(_evaluation_reason(exc)) from exc
@@ -100,6 +99,20 @@ class Condition:
                 "not true or false"
             )
         return bool(value)
+
+
+def activation_of(arguments: dict[str, Any], *, requester: str, channel: str) -> dict[str, Any]:
+    """A call's variables as CEL values; raises RuleEvaluationError (arguments too deep…)."""
+    import celpy
+
+    try:
+        return {
+            "args": celpy.json_to_cel(storable(dict(arguments))),
+            "requester": celpy.celtypes.StringType(requester or ""),
+            "channel": celpy.celtypes.StringType(channel or ""),
+        }
+    except Exception as exc:
+        raise RuleEvaluationError(_evaluation_reason(exc)) from exc
 
 
 class RuleEvaluationError(Exception):
@@ -154,9 +167,17 @@ def choose(
     rules: Sequence[Rule], arguments: dict[str, Any], *, requester: str, channel: str
 ) -> Choice:
     """The first rule whose condition holds, or the first that cannot be evaluated."""
+    if not rules:
+        return Choice(None)
+    # Converted once for all the rules: the model picks the arguments' size, and the rules
+    # run on the event loop.
+    try:
+        activation = activation_of(arguments, requester=requester, channel=channel)
+    except RuleEvaluationError as exc:
+        return Choice(rules[0], error=str(exc))
     for rule in rules:
         try:
-            if rule.when.holds(arguments, requester=requester, channel=channel):
+            if rule.when.holds_in(activation):
                 return Choice(rule)
         except RuleEvaluationError as exc:
             return Choice(rule, error=str(exc))

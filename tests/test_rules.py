@@ -127,6 +127,33 @@ def test_a_condition_that_cannot_be_evaluated_fails_closed() -> None:
     assert fine.rule is None and fine.approval == "required"
 
 
+def test_a_calls_arguments_are_converted_once_for_all_its_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Rules run on the event loop. The model chooses the arguments' size: converting them for
+    # every rule made 50 rules over a 10,000-item list block every ack for over 2 seconds.
+    import celpy
+
+    from bot.rules import Rule, choose, compile_condition
+
+    conversions: list[object] = []
+    convert = celpy.json_to_cel
+    monkeypatch.setattr(celpy, "json_to_cel", lambda v: conversions.append(v) or convert(v))
+    rules = [
+        Rule(label=f"r{i}", when=compile_condition(f"args.replicas > {100 + i}")) for i in range(50)
+    ]
+    arguments = {"replicas": 3, "padding": ["x"] * 10_000}
+    assert choose(rules, arguments, requester="U1", channel="C").rule is None
+    assert len(conversions) == 1
+    # A call whose arguments cannot be converted still fails closed, on the first rule.
+    nested: dict[str, Any] = {}
+    deep = nested
+    for _ in range(5000):
+        deep["a"] = deep = {}
+    failed = choose(rules, {"replicas": 3, "nested": nested}, requester="U1", channel="C")
+    assert failed.rule is rules[0] and failed.error
+
+
 def test_a_tool_that_never_asks_but_has_rules_is_gated_per_call() -> None:
     config = config_from_dict(
         {
