@@ -133,6 +133,7 @@ def compile_condition(source: str) -> Condition:
             _parse_reason(exc), line=exc.line or 1, column=exc.column or 1
         ) from None
     _check_names(tree)
+    _check_patterns(tree)
     return Condition(source=source, program=environment.program(tree))
 
 
@@ -216,6 +217,47 @@ def _check_names(tree: lark.Tree) -> None:
                 line=line,
                 column=column,
             )
+
+
+def _check_patterns(tree: lark.Tree) -> None:
+    """A ``matches`` pattern written in the condition is compiled now (RE2, as CEL runs it):
+    a broken one would make every call fail closed, not fail the configuration."""
+    import lark
+    import re2
+
+    for node in tree.iter_subtrees():
+        if node.data == "member_dot_arg" and str(node.children[1]) == "matches":
+            exprs, index = node.children[2:3], 0  # text.matches(pattern)
+        elif node.data == "ident_arg" and str(node.children[0]) == "matches":
+            exprs, index = node.children[1:2], 1  # matches(text, pattern)
+        else:
+            continue
+        if not exprs or not isinstance(exprs[0], lark.Tree) or len(exprs[0].children) <= index:
+            continue
+        pattern = exprs[0].children[index]
+        if not isinstance(pattern, lark.Tree):
+            continue
+        chain = list(pattern.iter_subtrees())
+        if any(len(t.children) != 1 for t in chain) or chain[0].data != "literal":
+            continue  # a pattern built from the arguments is checked when it runs
+        value = _environment().program(pattern).evaluate({})
+        if not isinstance(value, str):
+            continue
+        literals = chain[:1]
+        options = re2.Options()
+        options.log_errors = False
+        try:
+            re2.compile(value, options)
+        except re2.error as exc:
+            reason = exc.args[0] if exc.args else ""
+            if isinstance(reason, bytes):
+                reason = reason.decode("utf-8", "replace")
+            token = literals[0].children[0]
+            raise RuleSyntaxError(
+                f"not a valid regular expression ({reason})",
+                line=token.line,
+                column=token.column,
+            ) from None
 
 
 def _macro_variables(tree: lark.Tree) -> Iterator[tuple[str, lark.Tree]]:

@@ -205,6 +205,17 @@ def with_rules(*rules: dict[str, Any]) -> dict[str, Any]:
             {"when": "args.order.lower() == 'x'"},
             "policies.refund.rules[0].when: line 1, column 12: unknown function 'lower'",
         ),
+        # A broken regex would fail closed on every call, rule after rule: said at start-up.
+        (
+            {"when": 'args.order.matches("o-(\\d+")'},
+            "policies.refund.rules[0].when: line 1, column 20: not a valid regular expression "
+            "(missing ): ",
+        ),
+        (
+            {"when": 'true && matches(args.order, "[")'},
+            "policies.refund.rules[0].when: line 1, column 29: not a valid regular expression "
+            "(missing ]: ",
+        ),
         ({"when": "  "}, "policies.refund.rules[0].when: the condition is empty"),
         ({"when": 3}, "policies.refund.rules[0].when: must be a CEL expression in a string"),
         ({"approval": "never"}, "policies.refund.rules[0].when: is required"),
