@@ -53,8 +53,8 @@ def display_name(user: dict[str, Any]) -> str | None:
 
 
 def _one_line(text: object) -> str:
-    """A name as plain text on one line: anyone picks their own, and the model and a terminal
-    read it as is, so a newline (a forged "Approved by …" line), a terminal escape or a
+    """A name as plain text on one line: anyone picks their own, and the model reads it in a
+    tool result as is, so a newline (a forged "Approved by …" line), a control character or a
     direction override becomes a space, and the length is bounded."""
     if not isinstance(text, str):
         return ""
