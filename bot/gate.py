@@ -39,6 +39,7 @@ from typing import Any
 import llm
 
 from bot.arguments import argument_error
+from bot.edits import edit_note, edited_call, with_edit_note
 from bot.failpoints import failpoint
 from bot.grants import granted_approval
 from bot.ids import new_approval_id
@@ -400,6 +401,7 @@ def _draft(
         rule_when=policy.rule_when,
         rule_error=policy.rule_error,
         min_approvals=policy.min_approvals,
+        allow_edit=policy.allow_edit,
     )
 
 
@@ -434,7 +436,7 @@ def decision_text(approval: Any) -> str:
     match approval.status:
         case "executed":
             # Already ran (the run was taken over after the result was recorded): same answer.
-            return approval.result or ""
+            return with_edit_note(approval, approval.result or "")
         case "denied":
             reason = f": {approval.reason}" if approval.reason else " (no reason given)"
             return f"Denied by {decider(approval)}{reason}. The call was not run."
@@ -495,12 +497,22 @@ async def answer_unconfigured(turn: TurnContext, tool_call: llm.ToolCall, approv
 async def _execute(
     turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, approval: Any
 ) -> Any:
-    """Run exactly the call that was approved, once, and only if it can start in time."""
+    """Run exactly the call that was approved, once, and only if it can start in time.
+
+    An edited approval runs its edited arguments (``payload_hash`` binds those), and only
+    for the very call that proposed the arguments it replaced.
+    """
     tool = prepared.tool
+    proposed_here = tool.name == approval.tool_name and canonical_json(
+        dict(tool_call.arguments)
+    ) == canonical_json(approval.arguments)
+    tool_call = edited_call(tool_call, approval)
     arguments = dict(tool_call.arguments)
+    approved = getattr(approval, "edited_arguments", None) or approval.arguments
     if (
-        prepared.hasher(tool.name, arguments) != approval.payload_hash
-        or prepared.hasher(approval.tool_name, approval.arguments) != approval.payload_hash
+        not proposed_here
+        or prepared.hasher(tool.name, arguments) != approval.payload_hash
+        or prepared.hasher(approval.tool_name, approved) != approval.payload_hash
     ):
         reason = (
             f"what was approved no longer matches what would run (the {tool.name} tool's "
@@ -511,7 +523,28 @@ async def _execute(
     now = turn.clock()
     if not await turn.repo.begin_execution(approval.id, now=now, owner=turn.owner):
         return await _not_started(turn, approval, now)
-    return await _run_recorded(turn, prepared, tool_call, approval)
+    if edit_note(approval) is None:
+        return await _run_recorded(turn, prepared, tool_call, approval)
+    try:
+        result = await _run_recorded(turn, prepared, tool_call, approval)
+    except ToolRaised as raised:
+        # The model reads the failure with the edit, or it would blame its own arguments.
+        raise ToolRaised(EditedCallFailed(f"{edit_note(approval)} It failed: {raised}")) from None
+    return _noted(approval, result)
+
+
+class EditedCallFailed(Exception):
+    """An edited call's tool raised; the message says what the person changed first."""
+
+
+def _noted(approval: Any, result: Any) -> Any:
+    """An edited call's result, after what the person changed (bot.edits.edit_note)."""
+    if isinstance(result, llm.ToolOutput):
+        output = result.output
+        text = output if isinstance(output, str) else json.dumps(output, default=repr)
+        return dataclasses.replace(result, output=with_edit_note(approval, text))
+    text = result if isinstance(result, str) else json.dumps(result, default=repr)
+    return with_edit_note(approval, text)
 
 
 async def _run_recorded(

@@ -45,6 +45,7 @@ from bot.decisions import (
     ensure_may_answer,
     ensure_may_decide,
 )
+from bot.edits import EditSettling
 from bot.failpoints import failpoint
 from bot.gate import (
     ApprovalRequired,
@@ -159,7 +160,7 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{str(ULID())[-6:]}"
 
 
-class Runner(PauseSettling):
+class Runner(PauseSettling, EditSettling):
     def __init__(
         self,
         repo: Repository,

@@ -166,6 +166,10 @@ def decision_buttons(approval: Approval, *, with_arguments_button: bool) -> Bloc
         "Deny this call?", "You can give a reason on the next screen.", "Deny", danger=True
     )
     elements = [approve, deny]
+    from handlers import edit_blocks  # it builds on this module
+
+    if edit_blocks.editable(approval):
+        elements.append(edit_blocks.edit_button(approval))
     if with_arguments_button:
         elements.append(_button(SHOW_ARGUMENTS, "Show all arguments", approval.id))
     return {"type": "actions", "block_id": f"approval:{approval.id}", "elements": elements}
@@ -190,7 +194,9 @@ def card_text(approval: Approval) -> str:
 
 def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
     """The card of a pending approval, or of a decided one (buttons gone, outcome shown)."""
-    text = arguments_text(approval.arguments)
+    from handlers import edit_blocks  # it builds on this module
+
+    text = arguments_text(edit_blocks.current_arguments(approval))
     shown = escaped_within(text, CARD_ARGUMENTS_LIMIT)
     cut = len(shown) < len(escape(text))
     blocks: list[Block] = [
@@ -224,6 +230,8 @@ def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
     ]
     if (rule := rule_block(approval)) is not None:
         blocks.insert(1, rule)
+    if (edited := edit_blocks.edit_context(approval)) is not None:
+        blocks.append(edited)
     if approval.status == "pending":
         quorum = progress_block(approval)
         if quorum is not None:
@@ -329,7 +337,10 @@ def render_deny_modal(approval: Approval, metadata: dict[str, Any]) -> Block:
 
 def render_arguments_modal(approval: Approval) -> Block:
     """The whole of the arguments, split over sections (each at most 3000 characters)."""
-    pieces = escaped_pieces(arguments_text(approval.arguments), SECTION_LIMIT - 6)  # ``` fences
+    from handlers.edit_blocks import current_arguments  # it builds on this module
+
+    arguments = current_arguments(approval)
+    pieces = escaped_pieces(arguments_text(arguments), SECTION_LIMIT - 6)  # ``` fences
     blocks: list[Block] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f"```{piece}```"}}
         for piece in pieces[:99]

@@ -22,7 +22,7 @@ from bot import logs
 from bot.clock import utcnow
 from bot.failpoints import failpoint
 from bot.runner import NotAllowed, Request, RunOutcome, ensure_may_decide
-from handlers import blocks
+from handlers import blocks, edit_listeners
 from handlers.decisions import (
     GROUPS_UNKNOWN,
     LIST_FAILED,
@@ -63,6 +63,7 @@ GROUPS_UNLISTED = (
 def register(app: AsyncApp, services: Services) -> None:
     register_mentions(app, services)
     register_buttons(app, services)
+    edit_listeners.register(app, services)
     register_approvals_command(app, services)
 
 

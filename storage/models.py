@@ -182,6 +182,13 @@ class Approval(Base):
     # ``approval_votes``). None: no vote recorded (every approval before quorum existed).
     min_approvals: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     approved_by: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    # Edit, then approve (bot.edits): whether approvers may edit the call (the policy's
+    # ``allow_edit``, snapshotted), and the arguments an approver changed it to. ``arguments``
+    # stays what the model proposed; ``payload_hash`` binds the edited ones once edited.
+    allow_edit: Mapped[bool] = mapped_column(default=False, server_default=text("false"))
+    edited_arguments: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    edited_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    edited_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
 
 ANYONE = "*"

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.db import Database, Mode, Tx
+from storage.edits import edit_columns
 from storage.models import Approval
 from storage.records import (
     ACTIVE_RUN_STATUSES,
@@ -201,6 +202,7 @@ class PauseStore:
                 "min_approvals": 1,
                 "approved_by": None,
                 "token_hash": armed.token_hash,
+                **edit_columns(False),
                 "due_at": None,
                 "rule": None,
                 "rule_when": None,

@@ -82,6 +82,7 @@ class ApprovalDraft:
     rule_error: str | None = None
     # Distinct approvers it needs (quorum; storage.votes).
     min_approvals: int = 1
+    allow_edit: bool = False
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from storage.db import (
     is_sqlite,
     open_database,
 )
+from storage.edits import EditStore
 from storage.events import EventStore
 from storage.grants import GrantDraft, GrantStore
 from storage.home import HomeStore
@@ -107,6 +108,7 @@ WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
 class Repository(
     RunStore,
     ApprovalStore,
+    EditStore,
     PauseStore,
     EventStore,
     InstallationStore,
@@ -212,7 +214,7 @@ class Repository(
         non-nullable column must be given). No audit events are written.
         """
 
-        defaults = {"kind": "approval", "min_approvals": 1}  # NOT NULL with a server default
+        defaults = {"kind": "approval", "min_approvals": 1, "allow_edit": False}  # NOT NULL
 
         def full(rows: Rows[Any], row: dict[str, Any]) -> dict[str, Any]:
             return rows.params({name: row.get(name, defaults.get(name)) for name in rows.names})

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.db import Database, Mode, Tx, json_text
+from storage.edits import edit_columns
 from storage.limits import DATABASE_FAILURES
 from storage.models import Approval, Run
 from storage.pauses import ADOPT_CALLBACK
@@ -306,6 +307,7 @@ class RunStore:
                     "rule_error": draft.rule_error,
                     "min_approvals": draft.min_approvals,
                     "approved_by": None,
+                    **edit_columns(draft.allow_edit),
                 }
                 for draft in drafts
                 if not draft.adopt

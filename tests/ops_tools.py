@@ -74,3 +74,13 @@ def apply_settings(settings: Any) -> str:
     """Apply settings of any shape (its schema takes any JSON value)."""
     EXECUTED.append(("apply_settings", {"settings": settings}))
     return "applied"
+
+
+def scale_service(
+    service: str, replicas: int, env: str = "staging", labels: dict | None = None
+) -> str:
+    """Scale a service to a number of replicas (edit-then-approve tests)."""
+    EXECUTED.append(
+        ("scale_service", {"service": service, "replicas": replicas, "env": env, "labels": labels})
+    )
+    return f"scaled {service} in {env} to {replicas}"

@@ -1,0 +1,218 @@
+"""Slack listeners of edit-then-approve: the card's Edit button and the edit modal's submit.
+
+The click opens the modal in the acknowledgement path (a trigger_id lives 3 seconds) after
+the same checks as Deny (this workspace and channel, pending, may decide); the submission
+is read and checked against the tool's schema in the acknowledgement path too, so field
+errors show in the modal (``response_action: errors``) and nothing changes. A valid edit
+is recorded and approved after the acknowledgement, through the path every decision takes
+(``handlers.decisions``), by ``Runner.edit_and_approve``, which checks everything again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.clock import utcnow
+from bot.decisions import Decision, describe_status
+from bot.edits import changes_text, field_errors
+from bot.runner import NotAllowed, ensure_may_decide
+from handlers import edit_blocks
+from handlers.blocks import escape
+from handlers.decisions import (
+    GROUPS_UNKNOWN,
+    LOOKUP_FAILED,
+    ClickPlace,
+    _settle_from_slack,
+    approval_clicked_here,
+    decide_from_slack,
+)
+from handlers.interactions import click_place, clicked_card, teller
+from handlers.services import GroupLookupFailed, Services
+from storage.models import Approval
+from storage.repository import DATABASE_FAILURES, time_limit
+
+log = logging.getLogger(__name__)
+
+NOT_EDITABLE = (
+    ":no_entry: The policy of this tool does not allow editing its calls (`allow_edit`); "
+    "approve or deny it as it is."
+)
+TOOL_GONE = ":no_entry: This tool is no longer configured, so its call cannot be edited."
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    @app.action(edit_blocks.EDIT)
+    async def on_edit(
+        ack: AsyncAck,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        respond: AsyncRespond,
+        client: AsyncWebClient,
+    ) -> None:
+        await ack()
+        approval_id = action.get("value", "")
+        actor = body["user"]["id"]
+        place = click_place(body)
+        tell = teller(respond, services, body)
+        try:
+            with time_limit(services.ack_time_limit):
+                approval = await approval_clicked_here(services, approval_id, place, tell=tell)
+        except DATABASE_FAILURES as exc:
+            log.error("approval %s: edit click not looked up (%s)", approval_id, exc)
+            await tell(LOOKUP_FAILED)
+            return
+        if approval is None:
+            return
+        if approval.status != "pending" or approval.expires_at <= utcnow():
+            # The decision path says "Already approved by …" (or expires it) and settles
+            # the card: after Slack's answer, as for Deny.
+            services.background.spawn(
+                decide_from_slack(
+                    services,
+                    approval_id=approval_id,
+                    actor=actor,
+                    approve=False,
+                    reason=None,
+                    place=place,
+                    tell=tell,
+                    clicked=clicked_card(body),
+                ),
+                name=f"edit {approval_id}",
+            )
+            return
+        if not edit_blocks.editable(approval):
+            await tell(NOT_EDITABLE)
+            return
+        schema = _schema_of(services, approval)
+        if schema is None:
+            await tell(TOOL_GONE)
+            return
+        try:
+            groups = await services.groups.groups_of(
+                actor, approval.approvers, team=approval.team_id
+            )
+            ensure_may_decide(approval, actor, groups)
+        except GroupLookupFailed as exc:
+            log.error("approval %s: edit click by %s not checked (%s)", approval_id, actor, exc)
+            await tell(GROUPS_UNKNOWN)
+            return
+        except NotAllowed as refused:
+            await tell(f":no_entry: {refused}")
+            return
+        try:
+            await client.views_open(
+                trigger_id=body.get("trigger_id", ""),
+                view=edit_blocks.render_edit_modal(approval, schema),
+            )
+        except SlackApiError as exc:
+            log.error("approval %s: could not open the edit form: %s", approval_id, exc)
+            await tell(":warning: Slack did not open the edit form in time; click Edit again.")
+
+    @app.view(edit_blocks.EDIT_MODAL)
+    async def on_edit_submitted(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        approval_id = view.get("private_metadata")
+        approval_id = approval_id if isinstance(approval_id, str) else ""
+        actor = body["user"]["id"]
+        team = (body.get("team") or {}).get("id", "")
+        try:
+            with time_limit(services.ack_time_limit):
+                approval = await services.repo.get_approval(approval_id) if approval_id else None
+        except DATABASE_FAILURES as exc:
+            log.error("approval %s: edit not looked up (%s)", approval_id, exc)
+            await ack(response_action="errors", errors={_first(view): _short(LOOKUP_FAILED)})
+            return
+        if approval is None or (approval.team_id and team and approval.team_id != team):
+            await ack(
+                response_action="errors",
+                errors={_first(view): "That approval does not belong to this workspace."},
+            )
+            return
+        schema = _schema_of(services, approval)
+        if approval.status != "pending" or schema is None:
+            # Nothing changes; the form stays open saying why ("Already approved by @bo").
+            why = describe_status(approval) if approval.status != "pending" else TOOL_GONE
+            await ack(response_action="errors", errors={_first(view): _short(why)})
+            return
+        form = (view.get("state") or {}).get("values")
+        arguments, errors = edit_blocks.read_form(approval, schema, form)
+        if not errors:
+            errors = edit_blocks.errors_by_block(approval, schema, field_errors(schema, arguments))
+        if errors:
+            await ack(response_action="errors", errors=errors)
+            return
+        await ack()
+        services.background.spawn(
+            edit_from_slack(services, approval, actor=actor, arguments=arguments, team=team),
+            name=f"edit {approval_id}",
+        )
+
+
+def _schema_of(services: Services, approval: Approval) -> dict[str, Any] | None:
+    """The input schema of the approval's tool as configured now; None if it is gone."""
+    tool = next((t for t in services.config.tools if t.name == approval.tool_name), None)
+    return None if tool is None else (tool.input_schema or {})
+
+
+def _first(view: dict[str, Any]) -> str:
+    """The block an error about the whole form goes on: the modal's first input."""
+    for block in view.get("blocks") or []:
+        if isinstance(block, dict) and block.get("type") == "input" and block.get("block_id"):
+            return str(block["block_id"])
+    return edit_blocks.WHOLE_BLOCK
+
+
+def _short(text: str) -> str:
+    return text[: edit_blocks.ERROR_LIMIT]
+
+
+async def edit_from_slack(
+    services: Services,
+    approval: Approval,
+    *,
+    actor: str,
+    arguments: dict[str, Any],
+    team: str,
+) -> None:
+    """Record the edit and approve it (or keep it pending for stricter approvers), then
+    settle the card and resume the run, exactly as an Approve click does."""
+
+    async def tell(text: str) -> None:
+        await services.publisher.ephemeral(
+            channel=approval.channel,
+            user=actor,
+            text=text,
+            team=team or approval.team_id,
+            thread_ts=approval.thread_ts or None,
+        )
+
+    async def edit(current: Approval, groups: set[str]) -> Decision:
+        return await services.runner.edit_and_approve(
+            current.id, actor=actor, arguments=arguments, actor_groups=groups
+        )
+
+    def done(edited: Approval) -> str:
+        what = escape(changes_text(edited.arguments, edited.edited_arguments or {}))
+        if edited.status == "pending":
+            return (
+                f":lock: Your edit of `{escape(edited.tool_name)}` ({what}) is saved, but it "
+                f"was not approved: {escape(edited.reason or 'it needs other approvers')}. "
+                "The card asks them now."
+            )
+        return f"Approved `{escape(edited.tool_name)}` with your edits: {what} ({edited.id})."
+
+    await _settle_from_slack(
+        services,
+        approval_id=approval.id,
+        actor=actor,
+        # The approval's own channel: the modal carries nothing but its id.
+        place=ClickPlace(team=team, channel=approval.channel or None),
+        tell=tell,
+        clicked=None,
+        settle=edit,
+        done=done,
+    )

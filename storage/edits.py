@@ -1,0 +1,164 @@
+"""Edit, then approve: the edited arguments of an approval and what the edit did.
+
+Owns the ``approvals`` columns ``allow_edit`` (the policy's, snapshotted when the approval is
+requested), ``edited_arguments``, ``edited_by`` and ``edited_at``. ``arguments`` stays what
+the model proposed; an edit re-binds ``payload_hash`` to the edited arguments, so the gate
+runs those and nothing else. An edit is a conditional UPDATE (pending, unexpired, editable)
+under the run's lock, in the same transaction as the approval it leads to, or, when the
+edited call asks for stricter approvers, as the new approver snapshot that keeps it pending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from storage.db import Database, Mode, Tx, json_text
+from storage.records import DecisionOutcome
+from storage.rows import APPROVALS, RUNS
+from storage.statements import (
+    APPROVAL_BY_ID,
+    DECIDE,
+    INSERT_APPROVER,
+    RUN_BY_ID,
+    approver_rows,
+    audit,
+    claim_resume,
+    lock_run_of_approval,
+)
+from storage.values import storable
+
+EDIT = (
+    "UPDATE approvals SET edited_arguments = :edited, edited_by = :actor, edited_at = :now, "
+    "payload_hash = :payload_hash, approvers = :approvers, reason = :why "
+    "WHERE id = :id AND kind = 'approval' AND status = 'pending' AND allow_edit = TRUE "
+    f"AND expires_at > :now RETURNING {APPROVALS.columns}"
+)
+DELETE_APPROVERS = "DELETE FROM approval_approvers WHERE approval_id = :id"
+
+
+def edit_columns(allow_edit: bool) -> dict[str, Any]:
+    """The edit columns of a new approval row: editable per its policy, not edited yet."""
+    return {
+        "allow_edit": allow_edit,
+        "edited_arguments": None,
+        "edited_by": None,
+        "edited_at": None,
+    }
+
+
+@dataclass(frozen=True)
+class EditRequest:
+    """An approver's edit: the arguments to run instead, their payload hash, and (when the
+    edited call needs other approvers) the stricter approver list, which keeps it pending."""
+
+    arguments: dict[str, Any]
+    payload_hash: str
+    stricter_approvers: list[str] | None = None
+    why_stricter: str | None = None
+
+
+class EditStore:
+    database: Database
+
+    async def edit_approval(
+        self,
+        approval_id: str,
+        *,
+        actor: str,
+        edit: EditRequest,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        claim: bool = True,
+    ) -> DecisionOutcome | None:
+        """Record ``actor``'s edit and approve the edited call, in one transaction; or, with
+        ``edit.stricter_approvers``, record it with those approvers and leave it pending.
+
+        None when the approval is no longer pending, has expired or may not be edited (the
+        caller reads it again to say which). Approving claims the run's resume as
+        ``ApprovalStore.decide`` does.
+        """
+        edited = storable(edit.arguments)
+
+        def body(tx: Tx) -> DecisionOutcome | None:
+            lock_run_of_approval(tx, approval_id)
+            before = tx.one(APPROVAL_BY_ID, {"id": approval_id})
+            if before is None:
+                return None
+            previous = APPROVALS.load(tx, before)
+            approvers = (
+                edit.stricter_approvers
+                if edit.stricter_approvers is not None
+                else list(previous.approvers)
+            )
+            row = tx.one(
+                EDIT,
+                {
+                    "id": approval_id,
+                    "edited": json_text(edited),
+                    "actor": actor,
+                    "now": now,
+                    "payload_hash": edit.payload_hash,
+                    "approvers": json_text(approvers),
+                    # Shown on the card while the edited call waits for the stricter approvers
+                    # (a decision replaces it with its own reason).
+                    "why": edit.why_stricter,
+                },
+            )
+            if row is None:
+                return None
+            approval = APPROVALS.load(tx, row)
+            detail: dict[str, Any] = {
+                "tool_name": approval.tool_name,
+                "proposed_arguments": approval.arguments,
+                "edited_arguments": edited,
+            }
+            if previous.edited_arguments is not None:
+                detail["previously_edited_arguments"] = previous.edited_arguments
+            if edit.stricter_approvers is not None:
+                tx.execute(DELETE_APPROVERS, {"id": approval_id})
+                rows = approver_rows([{"id": approval_id, "approvers": approvers}])
+                tx.executemany(INSERT_APPROVER, rows)
+                detail["approvers_before"] = list(previous.approvers)
+                detail["approvers"] = approvers
+                detail["stricter"] = edit.why_stricter
+            audit(
+                tx,
+                now,
+                "approval_edited",
+                run_id=approval.run_id,
+                approval_id=approval_id,
+                actor=actor,
+                **detail,
+            )
+            if edit.stricter_approvers is not None:
+                return DecisionOutcome(approval=approval, resume_claimed=False)
+            decided = tx.one(
+                DECIDE,
+                {"id": approval_id, "status": "approved", "actor": actor}
+                | {"reason": None, "now": now},
+            )
+            assert decided is not None  # the same transaction found it pending just now
+            approval = APPROVALS.load(tx, decided)
+            audit(
+                tx,
+                now,
+                "approval_approved",
+                run_id=approval.run_id,
+                approval_id=approval_id,
+                actor=actor,
+                reason=None,
+                edited=True,
+            )
+            if not (claim and claim_resume(tx, approval.run_id, worker, lease_until, now)):
+                return DecisionOutcome(approval=approval, resume_claimed=False)
+            audit(tx, now, "run_resumed", run_id=approval.run_id, worker=worker)
+            run_row = tx.one(RUN_BY_ID, {"id": approval.run_id})
+            assert run_row is not None
+            return DecisionOutcome(
+                approval=approval, resume_claimed=True, run=RUNS.load(tx, run_row)
+            )
+
+        return await self.database.run(body, Mode.WRITE)

@@ -1,0 +1,361 @@
+"""Edit, then approve, end to end: the real bolt app over signed HTTP, our Slack-compatible
+server, the scripted model, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from bot.policy import Policy
+from handlers import edit_blocks
+from storage.repository import Repository
+from tests import ops_tools
+from tests.conftest import BASE_CONFIG, make_config
+from tests.scripted_model import ScriptedModel
+from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
+
+APPROVERS = ["U0APPROVER1", "U0APPROVER2"]
+PROPOSED = {"service": "web", "replicas": 30, "env": "prod"}
+
+
+def calls(name: str, arguments: dict[str, Any]) -> str:
+    return json.dumps({"tool_calls": [{"name": name, "arguments": arguments}]})
+
+
+def edit_config(**policy: Any) -> Any:
+    return make_config(
+        tools=[*BASE_CONFIG["tools"], "tests.ops_tools:scale_service"],
+        policies={
+            **BASE_CONFIG["policies"],
+            "scale_service": {"approvers": APPROVERS, "allow_edit": True, **policy},
+        },
+    )
+
+
+def executed(name: str) -> list[dict[str, Any]]:
+    return [args for tool, args in ops_tools.EXECUTED if tool == name]
+
+
+@pytest.fixture
+async def slack(repo: Repository) -> AsyncIterator[Harness]:
+    async with running_bot(edit_config(), repo) as harness:
+        yield harness
+
+
+def typed(value: str | None) -> dict[str, Any]:
+    return {edit_blocks.VALUE: {"type": "plain_text_input", "value": value}}
+
+
+def form(**fields: str | None) -> dict[str, Any]:
+    return {edit_blocks.FIELD_PREFIX + name: typed(value) for name, value in fields.items()}
+
+
+async def open_edit(slack: Harness, user: str, card: Any) -> Any:
+    """``user`` clicks Edit on ``card``; the modal Slack opened for them."""
+    click = await slack.server.click(user, card, edit_blocks.EDIT)
+    assert click.status == 200
+    await slack.settle()
+    opened = [v for v in slack.server.views.values() if v.user == user and not v.closed]
+    assert len(opened) == 1, slack.ephemeral_texts(user)
+    return opened[0]
+
+
+async def stale_click(slack: Harness, user: str, action_id: str, approval_id: str) -> None:
+    """A click on a button a card no longer shows (a stale client, a crafted request)."""
+    payload = slack.server.click_payload(user, CHANNEL, action_id, approval_id)
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    await slack.server.send_raw(body, "application/x-www-form-urlencoded")
+    await slack.settle()
+
+
+def tool_results() -> list[str]:
+    return [p["output"] for m in ScriptedModel.seen[-1] if m["role"] == "tool" for p in m["parts"]]
+
+
+async def audit_events(repo: Repository, approval_id: str) -> list[Any]:
+    return await repo.audit_trail(approval_id=approval_id)
+
+
+async def test_edit_then_approve_runs_exactly_the_edited_arguments_once(
+    slack: Harness, repo: Repository
+) -> None:
+    reply = await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    [card] = slack.cards()
+    actions = [e["action_id"] for _, e in card.buttons()]
+    assert actions == ["approval_approve", "approval_deny", edit_blocks.EDIT]
+
+    view = await open_edit(slack, "U0APPROVER1", card)
+    inputs = {b["block_id"]: b for b in view.view["blocks"] if b["type"] == "input"}
+    assert view.view["private_metadata"].startswith("apr")  # the approval id, nothing else
+    assert inputs["edit_arg:replicas"]["element"]["initial_value"] == "30"
+    assert inputs["edit_arg:service"]["element"]["initial_value"] == "web"
+    assert "initial_value" not in inputs["edit_arg:labels"]["element"]
+    assert "scale_service" in json.dumps(view.view["blocks"][0])  # shown, not an input
+
+    submitted = await slack.server.submit_view(
+        "U0APPROVER1", view.id, form(service="web", replicas="10", env="prod")
+    )
+    assert submitted.status == 200 and submitted.body in ("", "null")
+    await slack.settle()
+
+    assert executed("scale_service") == [
+        {"service": "web", "replicas": 10, "env": "prod", "labels": None}
+    ]
+    approval = await repo.get_approval(view.view["private_metadata"])
+    assert approval is not None
+    assert approval.arguments == PROPOSED  # what the model proposed stays on record
+    assert approval.edited_arguments == {"service": "web", "replicas": 10, "env": "prod"}
+    assert approval.edited_by == "U0APPROVER1" and approval.status == "executed"
+    assert approval.decided_by == "U0APPROVER1"
+
+    # The model reads that a person changed the call, and what changed.
+    [result] = tool_results()
+    assert result.startswith("Approved by @U0APPROVER1 after editing the arguments: ")
+    assert "replicas 30 → 10" in result
+    assert result.endswith("Result: scaled web in prod to 10")
+    assert "Results: scale_service=Approved by @U0APPROVER1" in slack.thread_of(reply)[-1].text
+
+    card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
+    shown = json.dumps(card.blocks, ensure_ascii=False)
+    assert not has_buttons(card)
+    assert "Edited by <@U0APPROVER1>" in shown and "replicas 30 → 10" in shown
+    assert '\\"replicas\\": 10' in shown  # the card shows what ran
+    assert any("with your edits" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+
+    events = await audit_events(repo, approval.id)
+    [edited] = [e for e in events if e.event == "approval_edited"]
+    assert edited.actor == "U0APPROVER1"
+    assert edited.detail["proposed_arguments"] == PROPOSED
+    assert edited.detail["edited_arguments"]["replicas"] == 10
+
+    # A late Approve click runs nothing again.
+    await stale_click(slack, "U0APPROVER2", "approval_approve", approval.id)
+    assert len(executed("scale_service")) == 1
+    assert any(
+        "Already approved by @U0APPROVER1" in t for t in slack.ephemeral_texts("U0APPROVER2")
+    )
+
+
+async def test_an_invalid_edit_shows_field_errors_and_changes_nothing(
+    slack: Harness, repo: Repository
+) -> None:
+    await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    [card] = slack.cards()
+    view = await open_edit(slack, "U0APPROVER1", card)
+    approval_id = view.view["private_metadata"]
+    before = await repo.get_approval(approval_id)
+
+    cases = [
+        (form(service="web", replicas="ten"), {"edit_arg:replicas": "Enter a whole number"}),
+        (form(service=None, replicas="3"), {"edit_arg:service": "'service' is a required"}),
+        (form(service="web", replicas="3", labels="{nope"), {"edit_arg:labels": "Not valid JSON"}),
+        (form(service="web", replicas="3", labels="[1]"), {"edit_arg:labels": "is not valid"}),
+    ]
+    for values, expected in cases:
+        reply = await slack.server.submit_view("U0APPROVER1", view.id, values)
+        assert reply.status == 200
+        answer = json.loads(reply.body)
+        assert answer["response_action"] == "errors"
+        assert set(answer["errors"]) == set(expected), answer
+        for block, words in expected.items():
+            assert words in answer["errors"][block], answer
+        assert not slack.server.views[view.id].closed  # the form stays open to fix
+    await slack.settle()
+
+    after = await repo.get_approval(approval_id)
+    assert after == before or (
+        after is not None
+        and before is not None
+        and (after.status, after.edited_arguments, after.payload_hash)
+        == (before.status, None, before.payload_hash)
+    )
+    assert executed("scale_service") == []
+    assert not [e for e in await audit_events(repo, approval_id) if e.event == "approval_edited"]
+    assert has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
+
+
+async def test_who_may_not_approve_may_not_edit(slack: Harness, repo: Repository) -> None:
+    await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    [card] = slack.cards()
+    for user, words in [
+        ("U0OUTSIDER", "not one of the approvers"),
+        ("U0REQUESTER", "someone else must decide"),
+    ]:
+        await slack.server.click(user, card, edit_blocks.EDIT)
+        await slack.settle()
+        assert not [v for v in slack.server.views.values() if v.user == user]
+        assert any(words in t for t in slack.ephemeral_texts(user)), slack.ephemeral_texts(user)
+
+    # A submission crafted in an approver's form but signed as someone else's: refused.
+    view = await open_edit(slack, "U0APPROVER1", card)
+    payload = slack.server.submission_payload(
+        "U0APPROVER1", view.id, form(service="web", replicas="10")
+    )
+    payload["user"] = {**payload["user"], "id": "U0OUTSIDER"}
+    reply = await slack.server.send_raw(
+        urlencode({"payload": json.dumps(payload)}).encode(), "application/x-www-form-urlencoded"
+    )
+    assert reply.status == 200
+    await slack.settle()
+    approval = await repo.get_approval(view.view["private_metadata"])
+    assert approval is not None and approval.status == "pending"
+    assert approval.edited_arguments is None
+    assert executed("scale_service") == []
+    assert any("not one of the approvers" in t for t in slack.ephemeral_texts("U0OUTSIDER"))
+
+
+async def test_an_edit_after_the_decision_is_refused(slack: Harness, repo: Repository) -> None:
+    await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    [card] = slack.cards()
+    view = await open_edit(slack, "U0APPROVER1", card)
+    await slack.server.click("U0APPROVER2", card, "approval_approve")
+    await slack.settle()
+    assert executed("scale_service") == [{**PROPOSED, "labels": None}]
+
+    reply = await slack.server.submit_view(
+        "U0APPROVER1", view.id, form(service="web", replicas="10")
+    )
+    answer = json.loads(reply.body)
+    assert answer["response_action"] == "errors"
+    assert "Already approved by @U0APPROVER2" in json.dumps(answer["errors"])
+    await slack.settle()
+    approval = await repo.get_approval(view.view["private_metadata"])
+    assert approval is not None and approval.edited_arguments is None
+    assert executed("scale_service") == [{**PROPOSED, "labels": None}]
+
+    # And its Edit button is gone: a click on the stale card says why.
+    await stale_click(slack, "U0APPROVER1", edit_blocks.EDIT, approval.id)
+    texts = slack.ephemeral_texts("U0APPROVER1")
+    assert any("Already approved by @U0APPROVER2" in t for t in texts), texts
+
+
+async def test_an_edit_that_lost_the_race_to_a_decision_changes_nothing(
+    slack: Harness, repo: Repository
+) -> None:
+    """The submission is checked, then the approval is decided before the edit is stored:
+    the conditional UPDATE refuses it and the approver is told who decided."""
+    await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    [card] = slack.cards()
+    view = await open_edit(slack, "U0APPROVER1", card)
+    approval_id = view.view["private_metadata"]
+    runner = slack.bot.services.runner
+    await runner.decide(approval_id, actor="U0APPROVER2", approve=False, claim_resume=False)
+    from bot.decisions import AlreadyDecided
+
+    with pytest.raises(AlreadyDecided, match="Already denied by @U0APPROVER2"):
+        await runner.edit_and_approve(
+            approval_id, actor="U0APPROVER1", arguments={"service": "web", "replicas": 10}
+        )
+    approval = await repo.get_approval(approval_id)
+    assert approval is not None and approval.edited_arguments is None
+
+
+async def test_without_allow_edit_there_is_no_edit(slack: Harness, repo: Repository) -> None:
+    await slack.mention("U0REQUESTER", calls("restart_service", {"service": "db"}))
+    [card] = slack.cards()
+    assert edit_blocks.EDIT not in [e["action_id"] for _, e in card.buttons()]
+    [approval_id] = [e["value"] for _, e in card.buttons() if e["action_id"] == "approval_approve"]
+    await stale_click(slack, "U0APPROVER1", edit_blocks.EDIT, approval_id)
+    assert not slack.server.views
+    assert any("does not allow editing" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+    from bot.edits import EditRefused
+
+    with pytest.raises(EditRefused, match="allow_edit"):
+        await slack.bot.services.runner.edit_and_approve(
+            approval_id, actor="U0APPROVER1", arguments={"service": "web"}
+        )
+    approval = await repo.get_approval(approval_id)
+    assert approval is not None and approval.status == "pending"
+    assert approval.edited_arguments is None
+
+
+# -- an edit re-checked against the rules ---------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RuledPolicy(Policy):
+    """A stand-in for the rules lane's ``Policy.resolve``: more than 20 replicas needs the
+    SRE lead, more than 100 is refused."""
+
+    message: str | None = None
+    rule: str | None = None
+
+    def resolve(self, arguments: dict[str, Any], *, requester: str, channel: str) -> Policy:
+        if arguments.get("replicas", 0) > 100:
+            return dataclasses.replace(
+                self, approval="deny", message="Over 100 replicas needs a capacity review."
+            )
+        if arguments.get("replicas", 0) > 20:
+            return dataclasses.replace(
+                self, approvers=["U0SRELEAD"], rule="policies.scale_service.rules[0]"
+            )
+        return self
+
+
+@pytest.fixture
+async def ruled(repo: Repository) -> AsyncIterator[Harness]:
+    config = edit_config()
+    base = config.policies["scale_service"]
+    config.policies["scale_service"] = RuledPolicy(**dataclasses.asdict(base))
+    async with running_bot(config, repo) as harness:
+        yield harness
+
+
+async def test_an_edit_that_crosses_a_rule_asks_for_the_stricter_approval(
+    ruled: Harness, repo: Repository
+) -> None:
+    slack = ruled
+    await slack.mention("U0REQUESTER", calls("scale_service", {"service": "web", "replicas": 5}))
+    [card] = slack.cards()
+    view = await open_edit(slack, "U0APPROVER1", card)
+    approval_id = view.view["private_metadata"]
+    await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="30"))
+    await slack.settle()
+
+    approval = await repo.get_approval(approval_id)
+    assert approval is not None and approval.status == "pending"
+    assert approval.approvers == ["U0SRELEAD"]
+    assert approval.edited_arguments == {"service": "web", "replicas": 30}
+    assert executed("scale_service") == []
+    assert any("was not approved" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+    card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
+    shown = json.dumps(card.blocks)
+    assert "<@U0SRELEAD>" in shown and "Still waiting" in shown and "rules[0]" in shown
+    [edited] = [e for e in await audit_events(repo, approval_id) if e.event == "approval_edited"]
+    assert edited.detail["approvers"] == ["U0SRELEAD"]
+    assert edited.detail["approvers_before"] == APPROVERS
+
+    # The old approvers may no longer decide it; the SRE lead's Approve runs the edited call.
+    await slack.server.click("U0APPROVER2", card, "approval_approve")
+    await slack.settle()
+    assert executed("scale_service") == []
+    await slack.server.click("U0SRELEAD", card, "approval_approve")
+    await slack.settle()
+    assert executed("scale_service") == [
+        {"service": "web", "replicas": 30, "env": "staging", "labels": None}
+    ]
+    [result] = tool_results()
+    assert "Approved by @U0SRELEAD after editing the arguments: replicas 5 → 30" in result
+
+
+async def test_an_edit_a_rule_denies_is_refused(ruled: Harness, repo: Repository) -> None:
+    slack = ruled
+    await slack.mention("U0REQUESTER", calls("scale_service", {"service": "web", "replicas": 5}))
+    [card] = slack.cards()
+    view = await open_edit(slack, "U0APPROVER1", card)
+    await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="500"))
+    await slack.settle()
+    approval = await repo.get_approval(view.view["private_metadata"])
+    assert approval is not None and approval.status == "pending"
+    assert approval.edited_arguments is None and approval.approvers == APPROVERS
+    assert any("capacity review" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+    # An edit within the rules is still approved at once by the same approver.
+    view = await open_edit(slack, "U0APPROVER1", card)
+    await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="7"))
+    await slack.settle()
+    assert [a["replicas"] for a in executed("scale_service")] == [7]
