@@ -10,6 +10,7 @@ which tool runs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -29,7 +30,7 @@ from bot.policy import Policy, refusal_reason
 from bot.tools import tool_definition
 from storage.edits import EditRequest
 from storage.models import Approval
-from storage.records import DecisionOutcome, PayloadHasher
+from storage.records import ApprovalDraft, DecisionOutcome, PayloadHasher, canonical_json
 from storage.repository import Repository
 from storage.values import storable
 
@@ -76,6 +77,21 @@ def field_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str,
     return errors
 
 
+def unknown_arguments(
+    schema: dict[str, Any], proposed: dict[str, Any], edited: dict[str, Any]
+) -> dict[str, str]:
+    """Arguments an edit adds that the schema does not declare (nor the model proposed):
+    a function tool would be called with a keyword it does not take."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return {}
+    return {
+        name: "not an argument of this tool"
+        for name in edited
+        if name not in properties and name not in proposed
+    }
+
+
 def shown_value(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
     return text if len(text) <= VALUE_SHOWN else text[: VALUE_SHOWN - 1] + "…"
@@ -107,9 +123,10 @@ def edit_note(approval: Any) -> str | None:
     edited = getattr(approval, "edited_arguments", None)
     if edited is None:
         return None
-    who = f"@{approval.decided_by or approval.edited_by}"
+    who = approval.decided_by or approval.edited_by
+    by = f"by @{who} " if who else "by a person "  # a retry's row names nobody
     return (
-        f"Approved by {who} after editing the arguments: "
+        f"Approved {by}after editing the arguments: "
         f"{changes_text(approval.arguments, edited)}. The call ran with "
         f"{json.dumps(edited, ensure_ascii=False, sort_keys=True, default=str)} instead of "
         "the proposed arguments; do not repeat the original call."
@@ -119,6 +136,38 @@ def edit_note(approval: Any) -> str | None:
 def with_edit_note(approval: Any, result: str) -> str:
     note = edit_note(approval)
     return result if note is None else f"{note} Result: {result}"
+
+
+class EditedCallFailed(Exception):
+    """An edited call's tool raised; the message says what the person changed first."""
+
+
+def noted_result(approval: Any, result: Any) -> Any:
+    """An edited call's result (text or ``llm.ToolOutput``) after :func:`edit_note`."""
+    if isinstance(result, llm.ToolOutput):
+        output = result.output
+        text = output if isinstance(output, str) else json.dumps(output, default=repr)
+        return dataclasses.replace(result, output=with_edit_note(approval, text))
+    text = result if isinstance(result, str) else json.dumps(result, default=repr)
+    return with_edit_note(approval, text)
+
+
+def carry_edit(draft: ApprovalDraft, row: Any) -> ApprovalDraft:
+    """The row of a pause an edited call took (a retry): what was proposed and what runs."""
+    edited = getattr(row, "edited_arguments", None)
+    if edited is None:
+        return draft
+    return dataclasses.replace(draft, arguments=dict(row.arguments), edited_arguments=edited)
+
+
+def proposed_here(tool_name: str, tool_call: llm.ToolCall, row: Any) -> bool:
+    """Whether an edited row's proposed call is this one (an unedited row's hash says so):
+    an edit answers only the call it was made for."""
+    if getattr(row, "edited_arguments", None) is None:
+        return True
+    return tool_name == row.tool_name and canonical_json(
+        storable(dict(tool_call.arguments))
+    ) == canonical_json(row.arguments)
 
 
 def edited_call(tool_call: llm.ToolCall, approval: Any) -> llm.ToolCall:
@@ -226,6 +275,8 @@ class EditSettling:
         if not isinstance(arguments, dict):
             raise InvalidEdit({"": "the arguments must be a JSON object"}, approval)
         edited = storable(arguments)
+        if errors := unknown_arguments(tool.input_schema, approval.arguments, edited):
+            raise InvalidEdit(errors, approval)
         if errors := field_errors(tool.input_schema, edited):
             raise InvalidEdit(errors, approval)
         if problem := argument_error(tool.input_schema, edited):  # belt and braces

@@ -39,7 +39,15 @@ from typing import Any
 import llm
 
 from bot.arguments import argument_error
-from bot.edits import edit_note, edited_call, with_edit_note
+from bot.edits import (
+    EditedCallFailed,
+    carry_edit,
+    edit_note,
+    edited_call,
+    noted_result,
+    proposed_here,
+    with_edit_note,
+)
 from bot.failpoints import failpoint
 from bot.grants import granted_approval
 from bot.ids import new_approval_id
@@ -503,14 +511,13 @@ async def _execute(
     for the very call that proposed the arguments it replaced.
     """
     tool = prepared.tool
-    proposed_here = tool.name == approval.tool_name and canonical_json(
-        dict(tool_call.arguments)
-    ) == canonical_json(approval.arguments)
+    same_call = proposed_here(tool.name, tool_call, approval)
     tool_call = edited_call(tool_call, approval)
     arguments = dict(tool_call.arguments)
-    approved = getattr(approval, "edited_arguments", None) or approval.arguments
+    edited = getattr(approval, "edited_arguments", None)
+    approved = approval.arguments if edited is None else edited
     if (
-        not proposed_here
+        not same_call
         or prepared.hasher(tool.name, arguments) != approval.payload_hash
         or prepared.hasher(approval.tool_name, approved) != approval.payload_hash
     ):
@@ -523,28 +530,21 @@ async def _execute(
     now = turn.clock()
     if not await turn.repo.begin_execution(approval.id, now=now, owner=turn.owner):
         return await _not_started(turn, approval, now)
-    if edit_note(approval) is None:
-        return await _run_recorded(turn, prepared, tool_call, approval)
+    return await _run_noted(turn, prepared, tool_call, approval)
+
+
+async def _run_noted(
+    turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, row: Any
+) -> Any:
+    """``_run_recorded``, and for an edited call the model reads first what a person
+    changed, with the result or the failure (else it blames, or repeats, its own call)."""
+    if edit_note(row) is None:
+        return await _run_recorded(turn, prepared, tool_call, row)
     try:
-        result = await _run_recorded(turn, prepared, tool_call, approval)
+        result = await _run_recorded(turn, prepared, tool_call, row)
     except ToolRaised as raised:
-        # The model reads the failure with the edit, or it would blame its own arguments.
-        raise ToolRaised(EditedCallFailed(f"{edit_note(approval)} It failed: {raised}")) from None
-    return _noted(approval, result)
-
-
-class EditedCallFailed(Exception):
-    """An edited call's tool raised; the message says what the person changed first."""
-
-
-def _noted(approval: Any, result: Any) -> Any:
-    """An edited call's result, after what the person changed (bot.edits.edit_note)."""
-    if isinstance(result, llm.ToolOutput):
-        output = result.output
-        text = output if isinstance(output, str) else json.dumps(output, default=repr)
-        return dataclasses.replace(result, output=with_edit_note(approval, text))
-    text = result if isinstance(result, str) else json.dumps(result, default=repr)
-    return with_edit_note(approval, text)
+        raise ToolRaised(EditedCallFailed(f"{edit_note(row)} It failed: {raised}")) from None
+    return noted_result(row, result)
 
 
 async def _run_recorded(
@@ -569,7 +569,7 @@ async def _run_recorded(
         await _record(turn, row, text, failed=False)
         if refused is not None:
             return refused
-        _pause_call(turn, prepared, tool_call, call, pause)
+        _pause_call(turn, prepared, tool_call, call, pause, edited_from=row)
     except Exception as exc:
         current_call.reset(token)
         await _disarm(turn, call, f"the tool raised {type(exc).__name__}")
@@ -650,10 +650,17 @@ def _pause_call(
     tool_call: llm.ToolCall,
     call: CallContext,
     pause: Pause,
+    *,
+    edited_from: Any = None,
 ) -> None:
-    """Draft this call's row for the pause and raise it (``refusal`` found nothing wrong)."""
+    """Draft this call's row for the pause and raise it (``refusal`` found nothing wrong).
+
+    ``edited_from``: the approved row this call ran on; if a person edited it, the new row
+    keeps the proposed arguments and the edited ones (which it hashes), as its approval did.
+    """
     name = prepared.tool.name
-    turn.drafts.append(draft_for(turn, name, prepared.hasher, tool_call, call.armed_id, pause))
+    draft = draft_for(turn, name, prepared.hasher, tool_call, call.armed_id, pause)
+    turn.drafts.append(carry_edit(draft, edited_from))
     raise ApprovalRequired(str(pause))
 
 
@@ -677,9 +684,13 @@ async def _answer_pause(
 async def _retry(
     turn: TurnContext, prepared: PreparedTool, tool_call: llm.ToolCall, row: Any
 ) -> Any:
-    """Run a call again at its retry time: the same call (checked by hash), at most once."""
+    """Run a call again at its retry time: the same call (checked by hash), at most once.
+
+    A retry of an edited call runs the edited arguments again (its hash binds them)."""
     tool = prepared.tool
-    if prepared.hasher(tool.name, dict(tool_call.arguments)) != row.payload_hash:
+    same_call = proposed_here(tool.name, tool_call, row)
+    tool_call = edited_call(tool_call, row)
+    if not same_call or prepared.hasher(tool.name, dict(tool_call.arguments)) != row.payload_hash:
         reason = (
             f"the {tool.name} tool's definition or the call's arguments changed since the "
             "retry was scheduled"
@@ -693,7 +704,7 @@ async def _retry(
         if current is not None and current.status == "executing":
             return await _outcome_unknown(turn, current)
         return decision_text(current or row)
-    return await _run_recorded(turn, prepared, tool_call, row)
+    return await _run_noted(turn, prepared, tool_call, row)
 
 
 async def _record(turn: TurnContext, approval: Any, text: str, *, failed: bool) -> None:

@@ -38,11 +38,12 @@ EDIT = (
 DELETE_APPROVERS = "DELETE FROM approval_approvers WHERE approval_id = :id"
 
 
-def edit_columns(allow_edit: bool) -> dict[str, Any]:
-    """The edit columns of a new approval row: editable per its policy, not edited yet."""
+def edit_columns(allow_edit: bool, edited: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The edit columns of a new approval row: editable per its policy, not edited yet
+    (``edited``: a retry of an edited call, which runs those arguments again)."""
     return {
         "allow_edit": allow_edit,
-        "edited_arguments": None,
+        "edited_arguments": None if edited is None else storable(edited),
         "edited_by": None,
         "edited_at": None,
     }

@@ -83,6 +83,8 @@ class ApprovalDraft:
     # Distinct approvers it needs (quorum; storage.votes).
     min_approvals: int = 1
     allow_edit: bool = False
+    # A pause of an edited call (a retry): ``arguments`` as proposed, these run.
+    edited_arguments: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -307,7 +307,7 @@ class RunStore:
                     "rule_error": draft.rule_error,
                     "min_approvals": draft.min_approvals,
                     "approved_by": None,
-                    **edit_columns(draft.allow_edit),
+                    **edit_columns(draft.allow_edit, draft.edited_arguments),
                 }
                 for draft in drafts
                 if not draft.adopt
