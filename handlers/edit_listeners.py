@@ -118,7 +118,8 @@ def register(app: AsyncApp, services: Services) -> None:
         approval_id = view.get("private_metadata")
         approval_id = approval_id if isinstance(approval_id, str) else ""
         actor = body["user"]["id"]
-        team = (body.get("team") or {}).get("id", "")
+        team = _nested(body, "team", "id")
+        team = team if isinstance(team, str) else ""
         try:
             with time_limit(services.ack_time_limit):
                 approval = await services.repo.get_approval(approval_id) if approval_id else None
@@ -138,7 +139,7 @@ def register(app: AsyncApp, services: Services) -> None:
             why = describe_status(approval) if approval.status != "pending" else TOOL_GONE
             await ack(response_action="errors", errors={_first(view): _short(why)})
             return
-        form = (view.get("state") or {}).get("values")
+        form = _nested(view, "state", "values")
         arguments, errors = edit_blocks.read_form(approval, schema, form)
         if not errors:
             errors = edit_blocks.errors_by_block(approval, schema, field_errors(schema, arguments))
@@ -158,9 +159,18 @@ def _schema_of(services: Services, approval: Approval) -> dict[str, Any] | None:
     return None if tool is None else (tool.input_schema or {})
 
 
+def _nested(obj: Any, *keys: str) -> Any:
+    """``obj[k1][k2]``, or None where a level is missing or not an object: a signed request
+    of another shape than Slack's gets a clear answer, never a 500."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
 def _first(view: dict[str, Any]) -> str:
     """The block an error about the whole form goes on: the modal's first input."""
-    for block in view.get("blocks") or []:
+    blocks = view.get("blocks")
+    for block in blocks if isinstance(blocks, list) else []:
         if isinstance(block, dict) and block.get("type") == "input" and block.get("block_id"):
             return str(block["block_id"])
     return edit_blocks.WHOLE_BLOCK

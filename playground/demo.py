@@ -348,6 +348,7 @@ def demo_config_dict(model: str = DEMO_MODEL_ID) -> dict[str, Any]:
                 "ttl": "15m",
                 # Rules on arguments: staging scales without asking anyone.
                 "rules": [{"when": 'has(args.env) && args.env == "staging"', "approval": "never"}],
+                "allow_edit": True,  # Edit, then approve
             },
         },
     }

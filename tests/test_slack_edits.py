@@ -359,3 +359,43 @@ async def test_an_edit_a_rule_denies_is_refused(ruled: Harness, repo: Repository
     await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="7"))
     await slack.settle()
     assert [a["replicas"] for a in executed("scale_service")] == [7]
+
+
+async def test_a_malformed_edit_submission_gets_an_answer_and_changes_nothing(
+    slack: Harness, repo: Repository
+) -> None:
+    await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    [card] = slack.cards()
+    view = await open_edit(slack, "U0APPROVER1", card)
+    approval_id = view.view["private_metadata"]
+    base = slack.server.submission_payload("U0APPROVER1", view.id, {})
+    shapes: list[tuple[list[str], Any]] = [
+        (["view", "state"], []),
+        (["view", "state"], {"values": "x"}),
+        (["view", "state", "values"], {"edit_arg:replicas": 5}),
+        (["view", "state", "values"], {"edit_arg:replicas": {"value": {"value": 5}}}),
+        (["view", "state", "values"], {"edit_arg:service": {"value": []}}),
+        (["view", "private_metadata"], {"id": approval_id}),
+        (["view", "private_metadata"], "apr_nonexistent"),
+        (["view", "blocks"], "nope"),
+        (["team"], "T0001TEAM"),
+    ]
+    for path, replacement in shapes:
+        payload = json.loads(json.dumps(base))
+        target = payload
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = replacement
+        reply = await slack.server.send_raw(
+            urlencode({"payload": json.dumps(payload)}).encode(),
+            "application/x-www-form-urlencoded",
+        )
+        # 400: the app's own check of Slack's payload shape answered (handlers/payloads.py)
+        assert reply.status in (200, 400), (path, replacement, reply.body)
+        if reply.status == 200 and reply.body not in ("", "null"):
+            assert json.loads(reply.body)["response_action"] == "errors"
+    await slack.settle()
+    approval = await repo.get_approval(approval_id)
+    assert approval is not None and approval.status == "pending"
+    assert approval.edited_arguments is None
+    assert executed("scale_service") == []
