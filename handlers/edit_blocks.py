@@ -112,7 +112,9 @@ def _hint(kind: str, schema: dict[str, Any]) -> str:
     return " ".join(p for p in (description, typed) if p)[:HINT_LIMIT]
 
 
-def _input(block_id: str, label: str, kind: str, value: Any, *, present: bool) -> Block:
+def _input(
+    block_id: str, label: str, kind: str, value: Any, *, present: bool, optional: bool
+) -> Block:
     element: Block = {
         "type": "plain_text_input",
         "action_id": VALUE,
@@ -125,7 +127,8 @@ def _input(block_id: str, label: str, kind: str, value: Any, *, present: bool) -
     return {
         "type": "input",
         "block_id": block_id,
-        "optional": True,  # required ones are checked against the schema: errors say which
+        # Slack marks the others "(optional)"; the schema check says what is missing anyway.
+        "optional": optional,
         "label": {"type": "plain_text", "text": label[:LABEL_LIMIT] or "arguments"},
         "element": element,
     }
@@ -146,14 +149,20 @@ def render_edit_modal(approval: Approval, schema: dict[str, Any]) -> Block:
     blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": intro}}]
     fields = _fields(schema, arguments)
     if fields is None:
-        blocks.append(_input(WHOLE_BLOCK, "Arguments (JSON)", "json", arguments, present=True))
+        blocks.append(
+            _input(WHOLE_BLOCK, "Arguments (JSON)", "json", arguments, present=True, optional=False)
+        )
     else:
         required = set(schema.get("required") or [])
         for name, prop in fields.items():
             kind = field_kind(prop)
-            label = f"{name}" + ("" if name in required else " (optional)")
             block = _input(
-                FIELD_PREFIX + name, label, kind, arguments.get(name), present=name in arguments
+                FIELD_PREFIX + name,
+                name,
+                kind,
+                arguments.get(name),
+                present=name in arguments,
+                optional=name not in required,
             )
             if hint := _hint(kind, prop if isinstance(prop, dict) else {}):
                 block["hint"] = {"type": "plain_text", "text": hint}

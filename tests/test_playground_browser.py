@@ -185,6 +185,32 @@ async def test_approve_deny_and_list_in_the_browser(tmp_path: Path) -> None:
             await expect(denied_answer).to_contain_text("not run")
             await _screenshot(page, "05-denied.png", shots, denied_answer)
 
+            # ana asks to scale cart to 40; bo edits it down to 4, then approves.
+            await _become(page, ANA)
+            await _say(page, "@approval-bot scale cart to 40")
+            cart = _conversation(page, "@approval-bot scale cart to 40")
+            cart_card = _card(cart)
+            await expect(cart_card).to_contain_text('"replicas": 40')
+            await _become(page, BO)
+            await cart_card.locator('[data-action-id="approval_edit"]').click()
+            await expect(modal).to_be_visible()
+            await expect(modal.get_by_role("heading")).to_have_text("Edit, then approve")
+            replicas = modal.get_by_label("replicas")
+            await expect(replicas).to_have_value("40")
+            await replicas.fill("four")
+            await modal.get_by_role("button", name="Approve as edited").click()
+            await expect(modal).to_contain_text("Enter a whole number")
+            await replicas.fill("4")
+            await _screenshot(page, "05b-edit.png", shots)
+            await modal.get_by_role("button", name="Approve as edited").click()
+            await expect(modal).to_be_hidden()
+            await expect(cart_card).to_contain_text("Edited by @bo")
+            await expect(cart_card).to_contain_text("replicas 40 → 4")
+            await expect(cart_card).to_contain_text("Approved by @bo")
+            edited_answer = cart.get_by_test_id("message").filter(has_text="Here is what happened:")
+            await expect(edited_answer).to_contain_text("after editing the arguments")
+            await _screenshot(page, "05c-edited.png", shots, edited_answer)
+
             # ana asks for another restart and lists everything waiting in the channel.
             await _become(page, ANA)
             await _say(page, "@approval-bot restart search")
@@ -227,6 +253,8 @@ async def test_approve_deny_and_list_in_the_browser(tmp_path: Path) -> None:
         "03-approved.png",
         "04-deny-reason.png",
         "05-denied.png",
+        "05b-edit.png",
+        "05c-edited.png",
         "06-approvals-all.png",
         "07-thread-reply.png",
     ]
