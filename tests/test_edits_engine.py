@@ -3,6 +3,7 @@ or asks to be retried, a replayed result, and the form and wording helpers."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 
+from bot.config import ConfigError
+from bot.decisions import AlreadyDecided
 from bot.edits import InvalidEdit, changes_text, edit_note, field_errors
 from bot.gate import decision_text
 from bot.runner import Runner
@@ -209,3 +212,34 @@ def test_what_changed_is_said_argument_by_argument() -> None:
     assert text == 'replicas 30 → 10, note "x" → (removed), env (not set) → "prod"'
     assert changes_text({"a": 1}, {"a": 1}) == "no argument changed"
     assert edit_note(_Approval({"a": 1})) is None
+
+
+async def test_an_edit_and_a_click_at_once_run_the_tool_once(repo: Repository) -> None:
+    """Both settle the approval through a conditional UPDATE under the run's lock: one wins,
+    the other is told who did, and the call runs once, with the winner's arguments."""
+    runner = runner_for(repo, "restart_service")
+    outcome = await runner.start(request(calls(("restart_service", {"service": "api"}))))
+    (approval,) = outcome.new_approvals
+    settled = await asyncio.gather(
+        runner.edit_and_approve(approval.id, actor="U0APPROVER1", arguments={"service": "db"}),
+        runner.decide(approval.id, actor="U0APPROVER1", approve=True),
+        return_exceptions=True,
+    )
+    won = [s for s in settled if not isinstance(s, BaseException)]
+    lost = [s for s in settled if isinstance(s, BaseException)]
+    assert len(won) == 1 and len(lost) == 1
+    assert isinstance(lost[0], AlreadyDecided) and "Already approved by" in str(lost[0])
+    await runner.resume(outcome.run_id)
+    ran = await repo.get_approval(approval.id)
+    assert ran is not None and ran.status == "executed"
+    expected = "db" if ran.edited_arguments is not None else "api"
+    assert executed("restart_service") == [{"service": expected}]
+
+
+def test_allow_edit_must_be_true_or_false() -> None:
+    policies = {"restart_service": {"allow_edit": "yes"}}
+    with pytest.raises(ConfigError, match=r"policies\.restart_service\.allow_edit: must be true"):
+        make_config(policies=policies)
+    config = make_config(policies={"restart_service": {"allow_edit": True}})
+    assert config.policies["restart_service"].allow_edit is True
+    assert make_config().policies["restart_service"].allow_edit is False

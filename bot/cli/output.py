@@ -77,6 +77,10 @@ def approval_json(approval: Approval) -> dict[str, Any]:
         "rule_error": approval.rule_error,
         "min_approvals": approval.min_approvals,
         "approved_by": list(approval.approved_by or []),
+        # Edit, then approve: what an approver changed the arguments to (they ran instead).
+        "edited_arguments": approval.edited_arguments,
+        "edited_by": approval.edited_by,
+        "edited_at": iso(approval.edited_at),
     }
 
 
