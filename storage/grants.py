@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from storage.db import Database, Mode, Tx
+from storage.edits import edit_columns
 from storage.models import Approval, Grant
 from storage.records import ApprovalDraft, LeaseLost, canonical_json
 from storage.rows import APPROVALS, Rows, insert_sql
@@ -239,6 +240,7 @@ class GrantStore:
                 # A grant never stands in for a quorum (bot.grants): one approval.
                 "min_approvals": 1,
                 "approved_by": None,
+                **edit_columns(False),
             }
             tx.execute(INSERT_APPROVAL, APPROVALS.params(values))
             tx.executemany(INSERT_APPROVER, approver_rows([values]))
