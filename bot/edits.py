@@ -274,6 +274,13 @@ class EditSettling:
             )
         if not isinstance(arguments, dict):
             raise InvalidEdit({"": "the arguments must be a JSON object"}, approval)
+        from bot.gate import MAX_ARGUMENT_DEPTH, too_deep  # the gate builds on this module
+
+        if too_deep(arguments, MAX_ARGUMENT_DEPTH):
+            raise InvalidEdit(
+                {"": f"the arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"},
+                approval,
+            )
         edited = storable(arguments)
         if errors := unknown_arguments(tool.input_schema, approval.arguments, edited):
             raise InvalidEdit(errors, approval)

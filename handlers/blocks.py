@@ -479,8 +479,12 @@ def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[
         from handlers.pause_blocks import list_item as pause_list_item
 
         return pause_list_item(approval, _age(now - approval.created_at), link)
+    from handlers.edit_blocks import current_arguments  # it builds on this module
+
     summary, cut = truncated(
-        ", ".join(f"{shown_json(k)[1:-1]}={shown_json(v)}" for k, v in approval.arguments.items()),
+        ", ".join(
+            f"{shown_json(k)[1:-1]}={shown_json(v)}" for k, v in current_arguments(approval).items()
+        ),
         LIST_ARGUMENTS_LIMIT,
     )
     return [

@@ -27,6 +27,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.clock import utcnow
 from handlers import blocks
+from handlers.edit_blocks import current_arguments
 from handlers.publish import SLACK_FAILURES
 from handlers.services import GroupLookupFailed, Services
 from storage.models import Approval
@@ -208,7 +209,7 @@ def _summary(approval: Approval) -> str:
     shown, _ = blocks.truncated(
         ", ".join(
             f"{blocks.shown_json(k)[1:-1]}={blocks.shown_json(v)}"
-            for k, v in approval.arguments.items()
+            for k, v in current_arguments(approval).items()  # an edit's, once edited
         ),
         blocks.LIST_ARGUMENTS_LIMIT,
     )

@@ -111,6 +111,22 @@ async def test_arguments_that_break_the_schema_are_refused_and_change_nothing(
     assert after.payload_hash == approval.payload_hash
 
 
+async def test_arguments_nested_past_the_gates_limit_are_refused(repo: Repository) -> None:
+    runner = runner_for(repo, "scale_service", "tests.ops_tools:scale_service")
+    proposed = {"service": "web", "replicas": 3}
+    outcome = await runner.start(request(calls(("scale_service", proposed))))
+    (approval,) = outcome.new_approvals
+    deep: Any = "x"
+    for _ in range(150):
+        deep = [deep]
+    with pytest.raises(InvalidEdit, match="nested more than 100 levels"):
+        await runner.edit_and_approve(
+            approval.id, actor="U0APPROVER1", arguments={**proposed, "labels": {"a": deep}}
+        )
+    after = await repo.get_approval(approval.id)
+    assert after is not None and after.status == "pending" and after.edited_arguments is None
+
+
 # -- the form and the words -----------------------------------------------------------------
 
 SCHEMA: dict[str, Any] = {

@@ -326,6 +326,8 @@ async def test_an_edit_that_crosses_a_rule_asks_for_the_stricter_approval(
     card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
     shown = json.dumps(card.blocks)
     assert "<@U0SRELEAD>" in shown and "Still waiting" in shown and "rules[0]" in shown
+    listed = await slack.server.slash_command("U0SRELEAD", CHANNEL, text="")
+    assert "replicas=30" in listed.body, "lists show the edited call, the one to decide"
     [edited] = [e for e in await audit_events(repo, approval_id) if e.event == "approval_edited"]
     assert edited.detail["approvers"] == ["U0SRELEAD"]
     assert edited.detail["approvers_before"] == APPROVERS
