@@ -137,7 +137,7 @@ async def test_edit_then_approve_runs_exactly_the_edited_arguments_once(
     await stale_click(slack, "U0APPROVER2", "approval_approve", approval.id)
     assert len(executed("scale_service")) == 1
     assert any(
-        "Already approved by @U0APPROVER1" in t for t in slack.ephemeral_texts("U0APPROVER2")
+        "Already approved by <@U0APPROVER1>" in t for t in slack.ephemeral_texts("U0APPROVER2")
     )
 
 
@@ -222,6 +222,7 @@ async def test_an_edit_after_the_decision_is_refused(slack: Harness, repo: Repos
     )
     answer = json.loads(reply.body)
     assert answer["response_action"] == "errors"
+    # A modal error is plain text, where Slack renders no mention: the id, as for the CLI.
     assert "Already approved by @U0APPROVER2" in json.dumps(answer["errors"])
     await slack.settle()
     approval = await repo.get_approval(view.view["private_metadata"])
@@ -231,7 +232,7 @@ async def test_an_edit_after_the_decision_is_refused(slack: Harness, repo: Repos
     # And its Edit button is gone: a click on the stale card says why.
     await stale_click(slack, "U0APPROVER1", edit_blocks.EDIT, approval.id)
     texts = slack.ephemeral_texts("U0APPROVER1")
-    assert any("Already approved by @U0APPROVER2" in t for t in texts), texts
+    assert any("Already approved by <@U0APPROVER2>" in t for t in texts), texts
 
 
 async def test_an_edit_that_lost_the_race_to_a_decision_changes_nothing(
