@@ -299,6 +299,9 @@ class EditSettling:
             payload_hash=hasher(approval.tool_name, edited),
             stricter_approvers=list(policy.approvers) if why else None,
             why_stricter=why,
+            rule=getattr(policy, "rule", None),
+            rule_when=getattr(policy, "rule_when", None),
+            rule_error=getattr(policy, "rule_error", None),
         )
         now = self.clock()
         outcome = await self.repo.edit_approval(

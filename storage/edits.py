@@ -31,7 +31,8 @@ from storage.values import storable
 
 EDIT = (
     "UPDATE approvals SET edited_arguments = :edited, edited_by = :actor, edited_at = :now, "
-    "payload_hash = :payload_hash, approvers = :approvers, reason = :why "
+    "payload_hash = :payload_hash, approvers = :approvers, reason = :why, "
+    "rule = :rule, rule_when = :rule_when, rule_error = :rule_error "
     "WHERE id = :id AND kind = 'approval' AND status = 'pending' AND allow_edit = TRUE "
     f"AND expires_at > :now RETURNING {APPROVALS.columns}"
 )
@@ -58,6 +59,10 @@ class EditRequest:
     payload_hash: str
     stricter_approvers: list[str] | None = None
     why_stricter: str | None = None
+    # The rule on arguments that chose the stricter policy (bot.rules), shown on the card.
+    rule: str | None = None
+    rule_when: str | None = None
+    rule_error: str | None = None
 
 
 class EditStore:
@@ -106,6 +111,18 @@ class EditStore:
                     # Shown on the card while the edited call waits for the stricter approvers
                     # (a decision replaces it with its own reason).
                     "why": edit.why_stricter,
+                    # The rule that asks for more, when the edit keeps it waiting; else the
+                    # one of the approval as requested.
+                    **(
+                        {"rule": edit.rule, "rule_when": edit.rule_when}
+                        | {"rule_error": edit.rule_error}
+                        if edit.stricter_approvers is not None
+                        else {
+                            "rule": previous.rule,
+                            "rule_when": previous.rule_when,
+                            "rule_error": previous.rule_error,
+                        }
+                    ),
                 },
             )
             if row is None:
@@ -125,6 +142,7 @@ class EditStore:
                 detail["approvers_before"] = list(previous.approvers)
                 detail["approvers"] = approvers
                 detail["stricter"] = edit.why_stricter
+                detail["rule"] = edit.rule
             audit(
                 tx,
                 now,

@@ -3,7 +3,6 @@ server, the scripted model, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,7 +10,6 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.policy import Policy
 from handlers import edit_blocks
 from storage.repository import Repository
 from tests import ops_tools
@@ -278,32 +276,21 @@ async def test_without_allow_edit_there_is_no_edit(slack: Harness, repo: Reposit
 # -- an edit re-checked against the rules ---------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class RuledPolicy(Policy):
-    """A stand-in for the rules lane's ``Policy.resolve``: more than 20 replicas needs the
-    SRE lead, more than 100 is refused."""
-
-    message: str | None = None
-    rule: str | None = None
-
-    def resolve(self, arguments: dict[str, Any], *, requester: str, channel: str) -> Policy:
-        if arguments.get("replicas", 0) > 100:
-            return dataclasses.replace(
-                self, approval="deny", message="Over 100 replicas needs a capacity review."
-            )
-        if arguments.get("replicas", 0) > 20:
-            return dataclasses.replace(
-                self, approvers=["U0SRELEAD"], rule="policies.scale_service.rules[0]"
-            )
-        return self
+RULES = [
+    {
+        "when": "args.replicas > 100",
+        "approval": "deny",
+        "message": "Over 100 replicas needs a capacity review.",
+    },
+    {"when": "args.replicas > 20", "approvers": ["U0SRELEAD"]},
+]
 
 
 @pytest.fixture
 async def ruled(repo: Repository) -> AsyncIterator[Harness]:
-    config = edit_config()
-    base = config.policies["scale_service"]
-    config.policies["scale_service"] = RuledPolicy(**dataclasses.asdict(base))
-    async with running_bot(config, repo) as harness:
+    """scale_service with rules on its arguments: more than 20 replicas needs the SRE lead,
+    more than 100 is refused."""
+    async with running_bot(edit_config(rules=RULES), repo) as harness:
         yield harness
 
 
@@ -326,7 +313,9 @@ async def test_an_edit_that_crosses_a_rule_asks_for_the_stricter_approval(
     assert any("was not approved" in t for t in slack.ephemeral_texts("U0APPROVER1"))
     card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
     shown = json.dumps(card.blocks)
-    assert "<@U0SRELEAD>" in shown and "Still waiting" in shown and "rules[0]" in shown
+    assert "<@U0SRELEAD>" in shown and "Still waiting" in shown
+    assert "policies.scale_service.rules[1]" in shown  # the rule that asks for more
+    assert approval.rule == "policies.scale_service.rules[1]"
     listed = await slack.server.slash_command("U0SRELEAD", CHANNEL, text="")
     assert "replicas=30" in listed.body, "lists show the edited call, the one to decide"
     [edited] = [e for e in await audit_events(repo, approval_id) if e.event == "approval_edited"]
