@@ -123,8 +123,9 @@ def edit_note(approval: Any) -> str | None:
     edited = getattr(approval, "edited_arguments", None)
     if edited is None:
         return None
+    name = getattr(approval, "decided_by_name", None)  # "Bo Lee (@bo)", as decision_text
     who = approval.decided_by or approval.edited_by
-    by = f"by @{who} " if who else "by a person "  # a retry's row names nobody
+    by = f"by {name} " if name else f"by @{who} " if who else "by a person "  # a retry: nobody
     return (
         f"Approved {by}after editing the arguments: "
         f"{changes_text(approval.arguments, edited)}. The call ran with "
@@ -244,9 +245,13 @@ class EditSettling:
         actor: str,
         arguments: dict[str, Any],
         actor_groups: Collection[str] = (),
+        actor_name: str | None = None,
         claim_resume: bool = True,
     ) -> Decision:
         """Approve the call with ``arguments`` instead of the proposed ones, exactly once.
+
+        ``actor_name``: the approver's display name, stored with the decision as ``decide``
+        stores it (the model reads who approved by name).
 
         Raises what ``decide`` raises (not found, not allowed, decided already, expired),
         EditRefused when the approval may not be edited or the edited call is denied by its
@@ -308,6 +313,7 @@ class EditSettling:
             approval_id,
             actor=actor,
             edit=edit,
+            actor_name=actor_name,
             worker=self._new_owner(),
             lease_until=self._lease_until(),
             now=now,

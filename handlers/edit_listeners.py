@@ -201,8 +201,12 @@ async def edit_from_slack(
         )
 
     async def edit(current: Approval, groups: set[str]) -> Decision:
+        # Stored with the decision, as an Approve click's: the model reads who by name.
+        name = None
+        if services.people is not None:
+            name = await services.people.name_of(actor, team=current.team_id)
         return await services.runner.edit_and_approve(
-            current.id, actor=actor, arguments=arguments, actor_groups=groups
+            current.id, actor=actor, arguments=arguments, actor_groups=groups, actor_name=name
         )
 
     def done(edited: Approval) -> str:

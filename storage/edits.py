@@ -74,6 +74,7 @@ class EditStore:
         *,
         actor: str,
         edit: EditRequest,
+        actor_name: str | None = None,
         worker: str,
         lease_until: datetime,
         now: datetime,
@@ -157,6 +158,7 @@ class EditStore:
             decided = tx.one(
                 DECIDE,
                 {"id": approval_id, "status": "approved", "actor": actor}
+                | {"actor_name": actor_name[:255] if actor_name else None}
                 | {"reason": None, "now": now},
             )
             assert decided is not None  # the same transaction found it pending just now

@@ -4,7 +4,7 @@ New columns only, nullable or with a server default: an older release ignores th
 inserts get ``allow_edit = false``), so the migration is safe before a rolling deploy.
 
 Revision ID: 0010_edits
-Revises: 0008_rules
+Revises: 0013_names
 Create Date: 2026-11-30
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010_edits"
-down_revision = "0008_rules"
+down_revision = "0013_names"
 branch_labels = None
 depends_on = None
 
