@@ -208,7 +208,9 @@ async def test_approve_deny_and_list_in_the_browser(tmp_path: Path) -> None:
             await expect(cart_card).to_contain_text("replicas 40 → 4")
             await expect(cart_card).to_contain_text("Approved by @bo")
             edited_answer = cart.get_by_test_id("message").filter(has_text="Here is what happened:")
-            await expect(edited_answer).to_contain_text("after editing the arguments")
+            await expect(edited_answer).to_contain_text(
+                "Approved by Bo Lee (@bo) after editing the arguments: replicas 40 → 4"
+            )
             await _screenshot(page, "05c-edited.png", shots, edited_answer)
 
             # ana asks for another restart and lists everything waiting in the channel.
