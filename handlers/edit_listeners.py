@@ -93,9 +93,11 @@ def register(app: AsyncApp, services: Services) -> None:
             await tell(TOOL_GONE)
             return
         try:
-            groups = await services.groups.groups_of(
-                actor, approval.approvers, team=approval.team_id
-            )
+            groups: set[str] = set()
+            if actor not in approval.approvers:  # named by id: no group lookup needed
+                groups = await services.groups.groups_of(
+                    actor, approval.approvers, team=approval.team_id
+                )
             ensure_may_decide(approval, actor, groups)
         except GroupLookupFailed as exc:
             log.error("approval %s: edit click by %s not checked (%s)", approval_id, actor, exc)
