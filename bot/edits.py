@@ -201,8 +201,10 @@ def stricter_by(
     """
     wanted = getattr(policy, "min_approvals", 1) or 1
     had = getattr(approval, "min_approvals", 1) or 1
-    if wanted > had:
-        return f"the edited call needs {wanted} approvals"
+    if max(wanted, had) > 1:
+        # Quorum: votes given for the proposed arguments do not count for the edited ones,
+        # and one person's edit is never N approvals: the edited call is voted on afresh.
+        return f"the edited call needs {max(wanted, had)} approvals"
     if policy.approval != "never" and refusal_reason(
         actor=actor,
         requester=approval.requester,
@@ -303,6 +305,9 @@ class EditSettling:
             arguments=edited,
             payload_hash=hasher(approval.tool_name, edited),
             stricter_approvers=list(policy.approvers) if why else None,
+            min_approvals=max(
+                getattr(policy, "min_approvals", 1) or 1, getattr(approval, "min_approvals", 1) or 1
+            ),
             why_stricter=why,
             rule=getattr(policy, "rule", None),
             rule_when=getattr(policy, "rule_when", None),

@@ -32,11 +32,15 @@ from storage.values import storable
 EDIT = (
     "UPDATE approvals SET edited_arguments = :edited, edited_by = :actor, edited_at = :now, "
     "payload_hash = :payload_hash, approvers = :approvers, reason = :why, "
-    "rule = :rule, rule_when = :rule_when, rule_error = :rule_error "
+    "rule = :rule, rule_when = :rule_when, rule_error = :rule_error, "
+    "min_approvals = :min_approvals, approved_by = :approved_by "
     "WHERE id = :id AND kind = 'approval' AND status = 'pending' AND allow_edit = TRUE "
     f"AND expires_at > :now RETURNING {APPROVALS.columns}"
 )
 DELETE_APPROVERS = "DELETE FROM approval_approvers WHERE approval_id = :id"
+# Quorum votes given for other arguments (storage.votes): an edit that keeps the approval
+# waiting has it voted on afresh.
+DELETE_VOTES = "DELETE FROM approval_votes WHERE approval_id = :id AND vote = 'approve'"
 
 
 def edit_columns(allow_edit: bool, edited: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -63,6 +67,7 @@ class EditRequest:
     rule: str | None = None
     rule_when: str | None = None
     rule_error: str | None = None
+    min_approvals: int = 1
 
 
 class EditStore:
@@ -112,6 +117,14 @@ class EditStore:
                     # Shown on the card while the edited call waits for the stricter approvers
                     # (a decision replaces it with its own reason).
                     "why": edit.why_stricter,
+                    "min_approvals": edit.min_approvals
+                    if edit.stricter_approvers is not None
+                    else previous.min_approvals,
+                    "approved_by": None
+                    if edit.stricter_approvers is not None
+                    else json_text(previous.approved_by)
+                    if previous.approved_by is not None
+                    else None,
                     # The rule that asks for more, when the edit keeps it waiting; else the
                     # one of the approval as requested.
                     **(
@@ -138,6 +151,7 @@ class EditStore:
                 detail["previously_edited_arguments"] = previous.edited_arguments
             if edit.stricter_approvers is not None:
                 tx.execute(DELETE_APPROVERS, {"id": approval_id})
+                tx.execute(DELETE_VOTES, {"id": approval_id})
                 rows = approver_rows([{"id": approval_id, "approvers": approvers}])
                 tx.executemany(INSERT_APPROVER, rows)
                 detail["approvers_before"] = list(previous.approvers)

@@ -259,3 +259,26 @@ def test_allow_edit_must_be_true_or_false() -> None:
     config = make_config(policies={"restart_service": {"allow_edit": True}})
     assert config.policies["restart_service"].allow_edit is True
     assert make_config().policies["restart_service"].allow_edit is False
+
+
+async def test_an_edit_under_quorum_is_voted_on_afresh(repo: Repository) -> None:
+    """One person's edit is never N approvals, and votes for the proposed arguments do not
+    count for the edited ones: the edit is saved, the votes are cleared, it keeps waiting."""
+    tools = [*BASE_CONFIG["tools"]]
+    policy = {"approvers": ["U0A", "U0B", "U0C"], "allow_edit": True, "min_approvals": 2}
+    config = make_config(
+        tools=tools, policies={**BASE_CONFIG["policies"], "restart_service": policy}
+    )
+    runner = Runner(repo, config, worker_id="worker-a")
+    outcome = await runner.start(request(calls(("restart_service", {"service": "api"}))))
+    (approval,) = outcome.new_approvals
+    await runner.decide(approval.id, actor="U0A", approve=True)
+    edited = await runner.edit_and_approve(approval.id, actor="U0B", arguments={"service": "db"})
+    assert edited.approval.status == "pending" and not edited.resume_claimed
+    assert edited.approval.edited_arguments == {"service": "db"}
+    assert not edited.approval.approved_by, "U0A approved other arguments"
+    await runner.decide(approval.id, actor="U0B", approve=True)
+    last = await runner.decide(approval.id, actor="U0A", approve=True)
+    assert last.resume_claimed
+    await runner.resume(outcome.run_id)
+    assert executed("restart_service") == [{"service": "db"}]

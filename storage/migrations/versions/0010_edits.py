@@ -4,7 +4,7 @@ New columns only, nullable or with a server default: an older release ignores th
 inserts get ``allow_edit = false``), so the migration is safe before a rolling deploy.
 
 Revision ID: 0010_edits
-Revises: 0013_names
+Revises: 0009_quorum
 Create Date: 2026-11-30
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010_edits"
-down_revision = "0013_names"
+down_revision = "0009_quorum"
 branch_labels = None
 depends_on = None
 
