@@ -35,7 +35,8 @@ HELP = (
     "I'm the offline demo agent. Try: `@approval-bot status of payments`, "
     "`@approval-bot restart payments`, `@approval-bot restart search by region` (I ask you "
     "which), `@approval-bot deploy web` (its pipeline reports back in a few seconds), "
-    "`@approval-bot scale checkout to 5` (`… in staging` needs nobody's approval) or "
+    "`@approval-bot scale checkout to 5` (`… in staging` needs nobody's approval), "
+    "`@approval-bot rotate credentials of payments` (two people approve) or "
     "`@approval-bot sql select name, replicas from services`."
 )
 
@@ -151,6 +152,8 @@ def choose_tool(
     scale = re.search(r"\bscale\b(?:.*?\bto\s+(\d+))?", lowered)
     if scale:
         verb = "scale"
+    elif re.search(r"\brotate\b", lowered):
+        verb = "rotate"
     elif re.search(r"\b(restart|reboot|bounce)\b", lowered):
         verb = "restart"
     elif re.search(r"\b(deploy|ship|release)\b", lowered):
@@ -184,6 +187,8 @@ def choose_tool(
         return "restart_service", {"service": service}
     if verb == "deploy":
         return "deploy_service", {"service": service}
+    if verb == "rotate":
+        return "rotate_credentials", {"service": service}
     return "get_status", {"service": service}
 
 
@@ -191,6 +196,7 @@ def choose_tool(
 NOT_A_SERVICE = frozenset(
     {"it", "this", "that", "them", "these", "those", "one", "all", "everything", "again"}
     | {"please", "now", "the", "a", "an", "my", "our", "service", "services", "to", "in", "by"}
+    | {"credentials", "credential", "secrets", "keys", "password", "passwords", "of", "for"}
 )
 
 
@@ -203,7 +209,8 @@ def _service(lowered: str, *, known_only: bool = False) -> str | None:
     if known_only:
         return None
     verb = re.search(
-        r"\b(?:restart|reboot|bounce|scale|deploy|ship|release|status of|check)\s+([a-z][\w-]*)",
+        r"\b(?:restart|reboot|bounce|scale|deploy|ship|release|status of|check|rotate)"
+        r"\s+([a-z][\w-]*)",
         lowered,
     )
     if verb is None or verb.group(1) in NOT_A_SERVICE:
@@ -315,6 +322,25 @@ scale_service = llm.Tool(
 )
 
 
+def rotate_credentials(service: str) -> str:
+    """Rotate the database credentials of a service. Two people must approve."""
+    if service not in SERVICES:
+        return f"{service}: no such service (known: {', '.join(SERVICES)})"
+    with _connect() as db:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS credentials (service TEXT PRIMARY KEY, version INTEGER)"
+        )
+        db.execute(
+            "INSERT INTO credentials VALUES (?, 1) "
+            "ON CONFLICT (service) DO UPDATE SET version = version + 1",
+            (service,),
+        )
+        (version,) = db.execute(
+            "SELECT version FROM credentials WHERE service = ?", (service,)
+        ).fetchone()
+    return f"rotated the credentials of {service} (now version {version})"
+
+
 def run_sql(query: str) -> str:
     """Run a read-only SQL query against the services table."""
     connection = sqlite3.connect(f"file:{_state_path()}?mode=ro", uri=True)
@@ -337,12 +363,24 @@ def demo_config_dict(model: str = DEMO_MODEL_ID) -> dict[str, Any]:
             "playground.demo:restart_service",
             "playground.demo:deploy_service",
             "playground.demo:scale_service",
+            "playground.demo:rotate_credentials",
             "playground.demo:run_sql",
         ],
         "approval_ttl": "30m",
         "sweep_interval": "5s",
         "policies": {
-            "restart_service": {"approvers": ["U0APPROVER1", "U0APPROVER2"], "ttl": "15m"},
+            "restart_service": {
+                "approvers": ["U0APPROVER1", "U0APPROVER2"],
+                "ttl": "15m",
+                # Standing grants: "Approve, and allow restarts in this thread for 30 minutes".
+                "grant_max": "1h",
+            },
+            # Quorum: both bo and cy approve (the requester never counts), then it runs once.
+            "rotate_credentials": {
+                "approvers": ["U0APPROVER1", "U0APPROVER2"],
+                "min_approvals": 2,
+                "ttl": "30m",
+            },
             "scale_service": {
                 "approvers": ["U0APPROVER1", "U0APPROVER2"],
                 "ttl": "15m",

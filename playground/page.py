@@ -352,6 +352,7 @@ class ChannelPage:
                 f"{BOT_HANDLE} deploy web",
                 f"{BOT_HANDLE} scale checkout to 5",
                 f"{BOT_HANDLE} scale checkout to 5 in staging",
+                f"{BOT_HANDLE} rotate credentials of payments",
                 f"{BOT_HANDLE} restart",
                 "/approvals",
             )
@@ -465,7 +466,8 @@ PAGE_TEMPLATE = """<!doctype html>
 {people}
     </ul>
     <p class="hint" data-testid="how-to">Ask as ana, then <b>switch to {approvers}</b> to
-      approve: a requester cannot approve their own call.</p>
+      approve: a requester cannot approve their own call. Rotating credentials needs
+      <b>both</b> approvers.</p>
     <div class="section-title">Try <span class="section-note">click to write it</span></div>
     <ul class="examples">
 {examples}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +262,88 @@ async def test_approve_deny_and_list_in_the_browser(tmp_path: Path) -> None:
         "07-thread-reply.png",
     ]
     assert all(p.stat().st_size > 10_000 for p in shots)
+
+
+async def _approve_on(page: Page, card: Locator) -> None:
+    """Approve on a card, through its confirm dialog."""
+    await card.locator('[data-action-id="approval_approve"]').click()
+    confirm = page.get_by_test_id("confirm")
+    await confirm.get_by_role("button", name="Approve").click()
+    await expect(confirm).to_be_hidden()
+
+
+@pytest.mark.browser
+async def test_two_people_approve_in_the_browser(tmp_path: Path) -> None:
+    """Rotating credentials needs two approvals (``min_approvals = 2``): ana asks, bo
+    approves and the card shows "1 of 2 approvals", cy approves and the tool runs once. And
+    the demo's rule: scaling in staging runs without asking anyone."""
+    missing = _browser_unavailable()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    expect.set_options(timeout=TIMEOUT_MS)
+    shots: list[Path] = []
+    page_errors: list[str] = []
+
+    async with (
+        running_playground(data_dir=tmp_path / "playground") as pg,
+        async_playwright() as p,
+    ):
+        browser = await p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.on("pageerror", lambda error: page_errors.append(str(error)))
+            page.on(
+                "console",
+                lambda m: page_errors.append(m.text) if m.type == "error" else None,
+            )
+            await page.goto(f"{pg.url}/?as={ANA}")
+            await page.get_by_test_id("example").filter(has_text="rotate credentials").click()
+            await page.get_by_test_id("composer").press("Enter")
+            rotation = _conversation(page, "@approval-bot rotate credentials of payments")
+            card = _card(rotation)
+            await expect(card).to_contain_text("Approval needed for rotate_credentials")
+            await expect(card).to_contain_text("0 of 2 approvals")
+            answer = rotation.get_by_test_id("message").filter(has_text="Here is what happened:")
+
+            # bo approves: one of two; the card keeps its buttons and nothing has run.
+            await _become(page, BO)
+            await _approve_on(page, card)
+            await expect(card).to_contain_text("👥 1 of 2 approvals: @bo")
+            await expect(card.locator('[data-action-id="approval_approve"]')).to_be_visible()
+            await _screenshot(page, "m1-one-of-two.png", shots, card)
+            await expect(answer).to_have_count(0)
+
+            # cy approves: the second distinct approval runs the tool, once.
+            await _become(page, CY)
+            await _approve_on(page, card)
+            await expect(card).to_contain_text("Approved by @bo, @cy")
+            await expect(card.locator("[data-action-id]")).to_have_count(0)
+            await expect(answer).to_contain_text("rotated the credentials of payments")
+            await expect(answer).to_contain_text("now version 1")
+            await _screenshot(page, "m2-two-of-two.png", shots, answer)
+            await pg.settle()
+            await expect(answer).to_have_count(1)
+            ran = [m for m in pg.server.messages if "rotated the credentials" in m.text]
+            assert len(ran) == 1, [m.text for m in ran]
+
+            # A rule: staging never asks. No card, the tool just runs.
+            await _become(page, ANA)
+            await _say(page, "@approval-bot scale checkout to 5 in staging")
+            staging = _conversation(page, "@approval-bot scale checkout to 5 in staging")
+            staged = staging.get_by_test_id("message").filter(has_text="Here is what happened:")
+            await expect(staged).to_contain_text("scaled checkout to 5 replicas in staging")
+            await expect(_card(staging)).to_have_count(0)
+        finally:
+            await browser.close()
+
+    assert page_errors == []
+    assert [p.name for p in shots] == ["m1-one-of-two.png", "m2-two-of-two.png"]
 
 
 def _question(conversation: Locator) -> Locator:
@@ -705,9 +788,13 @@ def test_playground_config_uses_your_file_and_keeps_data_in_its_directory(
         "restart_service",
         "deploy_service",
         "scale_service",
+        "rotate_credentials",
         "run_sql",
     }
     assert demo.ask_user, "the demo agent asks which region to restart"
+    # What the demo shows off besides the staging rule: a quorum tool and a standing grant.
+    assert demo.policies["rotate_credentials"].min_approvals == 2
+    assert demo.policies["restart_service"].grant_max == timedelta(hours=1)
     assert demo.database_url.endswith(str(tmp_path / "approval-bot.db"))
 
     own = tmp_path / "own.toml"

@@ -66,3 +66,16 @@ def test_the_demo_says_what_it_needs_when_it_cannot_ask() -> None:
     )
     assert choose_tool("restart foo") == ("restart_service", {"service": "foo"})
     assert choose_tool("check it", ["deploy web"]) == ("get_status", {"service": "web"})
+
+
+def test_the_demo_rotates_credentials_of_the_service_named() -> None:
+    assert choose_tool("rotate credentials of payments") == (
+        "rotate_credentials",
+        {"service": "payments"},
+    )
+    assert choose_tool("rotate the search credentials") == (
+        "rotate_credentials",
+        {"service": "search"},
+    )
+    # "credentials" names no service: the demo asks which, never guesses.
+    assert choose_tool("rotate credentials")[0] == "ask_user"  # type: ignore[index]

@@ -40,6 +40,12 @@
     repeat: "🔁",
     clock1: "🕐",
     gear: "⚙️",
+    busts_in_silhouette: "👥",
+    bell: "🔔",
+    arrow_double_up: "⏫",
+    unlock: "🔓",
+    pencil2: "✏️",
+    memo: "📝",
   };
 
   const names = {};
