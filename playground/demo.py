@@ -35,7 +35,8 @@ HELP = (
     "I'm the offline demo agent. Try: `@approval-bot status of payments`, "
     "`@approval-bot restart payments`, `@approval-bot restart search by region` (I ask you "
     "which), `@approval-bot deploy web` (its pipeline reports back in a few seconds), "
-    "`@approval-bot scale checkout to 5` (`… in staging` needs nobody's approval), "
+    "`@approval-bot scale checkout to 5` (an approver may edit it before approving; "
+    "`… in staging` needs nobody's approval), "
     "`@approval-bot rotate credentials of payments` (two people approve) or "
     "`@approval-bot sql select name, replicas from services`."
 )

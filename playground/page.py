@@ -352,6 +352,7 @@ class ChannelPage:
                 f"{BOT_HANDLE} deploy web",
                 f"{BOT_HANDLE} scale checkout to 5",
                 f"{BOT_HANDLE} scale checkout to 5 in staging",
+                f"{BOT_HANDLE} scale web to 40",
                 f"{BOT_HANDLE} rotate credentials of payments",
                 f"{BOT_HANDLE} restart",
                 "/approvals",
@@ -467,7 +468,7 @@ PAGE_TEMPLATE = """<!doctype html>
     </ul>
     <p class="hint" data-testid="how-to">Ask as ana, then <b>switch to {approvers}</b> to
       approve: a requester cannot approve their own call. Rotating credentials needs
-      <b>both</b> approvers.</p>
+      <b>both</b> approvers; a scale can be <b>edited, then approved</b>.</p>
     <div class="section-title">Try <span class="section-note">click to write it</span></div>
     <ul class="examples">
 {examples}

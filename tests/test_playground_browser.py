@@ -186,32 +186,40 @@ async def test_approve_deny_and_list_in_the_browser(tmp_path: Path) -> None:
             await expect(denied_answer).to_contain_text("not run")
             await _screenshot(page, "05-denied.png", shots, denied_answer)
 
-            # ana asks to scale cart to 40; bo edits it down to 4, then approves.
+            # ana asks to scale web to 40; bo edits it down to 4 (after two wrong tries, each
+            # answered next to the field), then approves: the tool runs the edited call.
             await _become(page, ANA)
-            await _say(page, "@approval-bot scale cart to 40")
-            cart = _conversation(page, "@approval-bot scale cart to 40")
-            cart_card = _card(cart)
-            await expect(cart_card).to_contain_text('"replicas": 40')
+            await _say(page, "@approval-bot scale web to 40")
+            web = _conversation(page, "@approval-bot scale web to 40")
+            web_card = _card(web)
+            await expect(web_card).to_contain_text('"replicas": 40')
             await _become(page, BO)
-            await cart_card.locator('[data-action-id="approval_edit"]').click()
+            await web_card.locator('[data-action-id="approval_edit"]').click()
             await expect(modal).to_be_visible()
             await expect(modal.get_by_role("heading")).to_have_text("Edit, then approve")
             replicas = modal.get_by_label("replicas")
+            replicas_error = modal.locator('[data-error-for="edit_arg:replicas"]')
             await expect(replicas).to_have_value("40")
             await replicas.fill("four")
             await modal.get_by_role("button", name="Approve as edited").click()
-            await expect(modal).to_contain_text("Enter a whole number")
-            await replicas.fill("4")
+            await expect(replicas_error).to_contain_text("Enter a whole number")
+            await replicas.fill("400")  # a number, but past the schema's maximum of 50
+            await modal.get_by_role("button", name="Approve as edited").click()
+            await expect(replicas_error).to_contain_text("50")
+            await expect(replicas_error).to_be_visible()
+            await expect(web_card).not_to_contain_text("Edited by")  # a wrong edit changes nothing
             await _screenshot(page, "05b-edit.png", shots)
+            await replicas.fill("4")
             await modal.get_by_role("button", name="Approve as edited").click()
             await expect(modal).to_be_hidden()
-            await expect(cart_card).to_contain_text("Edited by @bo")
-            await expect(cart_card).to_contain_text("replicas 40 → 4")
-            await expect(cart_card).to_contain_text("Approved by @bo")
-            edited_answer = cart.get_by_test_id("message").filter(has_text="Here is what happened:")
+            await expect(web_card).to_contain_text("✏️ Edited by @bo")
+            await expect(web_card).to_contain_text("replicas 40 → 4")
+            await expect(web_card).to_contain_text("Approved by @bo")
+            edited_answer = web.get_by_test_id("message").filter(has_text="Here is what happened:")
             await expect(edited_answer).to_contain_text(
                 "Approved by Bo Lee (@bo) after editing the arguments: replicas 40 → 4"
             )
+            await expect(edited_answer).to_contain_text("scaled web to 4 replicas")
             await _screenshot(page, "05c-edited.png", shots, edited_answer)
 
             # ana asks for another restart and lists everything waiting in the channel.
