@@ -282,8 +282,9 @@ async def _approve_on(page: Page, card: Locator) -> None:
 
 @pytest.mark.browser
 async def test_two_people_approve_in_the_browser(tmp_path: Path) -> None:
-    """Rotating credentials needs two approvals (``min_approvals = 2``): ana asks, bo
-    approves and the card shows "1 of 2 approvals", cy approves and the tool runs once. And
+    """Rotating credentials needs two approvals (``min_approvals = 2``): ana asks (her own
+    Approve does not count), bo approves (twice: it counts once) and the card shows "1 of 2
+    approvals", cy approves and the tool runs once. And
     the demo's rule: scaling in staging runs without asking anyone."""
     missing = _browser_unavailable()
     if missing:
@@ -318,6 +319,12 @@ async def test_two_people_approve_in_the_browser(tmp_path: Path) -> None:
             await expect(card).to_contain_text("Approval needed for rotate_credentials")
             await expect(card).to_contain_text("0 of 2 approvals")
             answer = rotation.get_by_test_id("message").filter(has_text="Here is what happened:")
+            ephemeral = page.locator('[data-testid="message"][data-ephemeral="true"]')
+
+            # ana's own Approve never counts: she is told so, only she.
+            await _approve_on(page, card)
+            await expect(ephemeral.filter(has_text="someone else must decide it")).to_be_visible()
+            await expect(card).to_contain_text("0 of 2 approvals")
 
             # bo approves: one of two; the card keeps its buttons and nothing has run.
             await _become(page, BO)
@@ -325,6 +332,10 @@ async def test_two_people_approve_in_the_browser(tmp_path: Path) -> None:
             await expect(card).to_contain_text("👥 1 of 2 approvals: @bo")
             await expect(card.locator('[data-action-id="approval_approve"]')).to_be_visible()
             await _screenshot(page, "m1-one-of-two.png", shots, card)
+            # bo twice is still one approval.
+            await _approve_on(page, card)
+            await expect(ephemeral.filter(has_text="You already approved")).to_be_visible()
+            await expect(card).to_contain_text("1 of 2 approvals: @bo")
             await expect(answer).to_have_count(0)
 
             # cy approves: the second distinct approval runs the tool, once.
