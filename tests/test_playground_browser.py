@@ -281,11 +281,12 @@ async def _approve_on(page: Page, card: Locator) -> None:
 
 
 @pytest.mark.browser
-async def test_two_people_approve_in_the_browser(tmp_path: Path) -> None:
+async def test_two_people_approve_a_rule_and_a_grant_in_the_browser(tmp_path: Path) -> None:
     """Rotating credentials needs two approvals (``min_approvals = 2``): ana asks (her own
     Approve does not count), bo approves (twice: it counts once) and the card shows "1 of 2
     approvals", cy approves and the tool runs once. And
-    the demo's rule: scaling in staging runs without asking anyone."""
+    the demo's rule: scaling in staging runs without asking anyone; and a standing grant: bo
+    allows restarts in a thread for 30 minutes, so ana's next restart there runs unasked."""
     missing = _browser_unavailable()
     if missing:
         if os.environ.get("CI"):
@@ -358,11 +359,38 @@ async def test_two_people_approve_in_the_browser(tmp_path: Path) -> None:
             staged = staging.get_by_test_id("message").filter(has_text="Here is what happened:")
             await expect(staged).to_contain_text("scaled checkout to 5 replicas in staging")
             await expect(_card(staging)).to_have_count(0)
+
+            # A standing grant (grant_max): bo approves a restart and allows restarts in its
+            # thread for 30 minutes, after a confirm; ana's next restart there runs unasked.
+            await _say(page, "@approval-bot restart api")
+            api = _conversation(page, "@approval-bot restart api")
+            api_card = _card(api)
+            await expect(api_card).to_contain_text('"service": "api"')
+            await _become(page, BO)
+            await api_card.locator('select[data-action-id="approval_grant"]').select_option(
+                label="for 30 minutes"
+            )
+            confirm = page.get_by_test_id("confirm")
+            await expect(confirm).to_contain_text("Approve and allow?")
+            await confirm.get_by_role("button", name="Approve and allow").click()
+            await expect(api_card).to_contain_text("Approved by @bo")
+            await expect(api_card).to_contain_text("Standing grant: restart_service")
+            restarted = api.get_by_test_id("message").filter(has_text="Here is what happened:")
+            await expect(restarted).to_contain_text("restarted api")
+            await _become(page, ANA)
+            parent = api.get_by_test_id("message").first
+            await parent.hover()
+            await parent.get_by_test_id("reply-in-thread").click()
+            await _say(page, "@approval-bot now restart it")
+            await expect(restarted).to_have_count(2)
+            await expect(restarted.last).to_contain_text("restarted api")
+            await expect(_card(api)).to_have_count(1)
+            await _screenshot(page, "m3-grant.png", shots, restarted.last)
         finally:
             await browser.close()
 
     assert page_errors == []
-    assert [p.name for p in shots] == ["m1-one-of-two.png", "m2-two-of-two.png"]
+    assert [p.name for p in shots] == ["m1-one-of-two.png", "m2-two-of-two.png", "m3-grant.png"]
 
 
 def _question(conversation: Locator) -> Locator:

@@ -1114,6 +1114,11 @@
       showError("Menus inside dialogs are not supported by the playground.");
       return;
     }
+    // A menu with a confirm (Approve, and allow…) asks first, as Slack does.
+    if (element.confirm && !(await askConfirm(element.confirm))) {
+      select.value = "";
+      return;
+    }
     select.disabled = true;
     await post("/playground/select", {
       user: me,
