@@ -182,9 +182,13 @@ class Reach:
             f"{mention(approval.requester)} in <#{approval.channel}>, still waits for your "
             f"decision (expires {slack_date(approval.expires_at)})."
         )
+        # Under a quorum, those who approved already have acted: only the others are reminded.
+        acted = set(approval.approved_by or ())
         copies = await repo.approval_messages(approval_id)
         reminded: list[str] = []
         for copy in copies:
+            if copy.recipient in acted:
+                continue
             try:
                 client = await self.services.clients.for_team(approval.team_id)
                 await client.chat_postMessage(channel=copy.channel, text=text)
@@ -192,13 +196,13 @@ class Reach:
             except SLACK_FAILURES as exc:
                 log.error("approval %s: no reminder to %s: %s", approval_id, copy.recipient, exc)
         if not copies:
-            named = " ".join(mention(a) for a in approval.approvers)
+            named = " ".join(mention(a) for a in approval.approvers if a not in acted)
             await self._say_in_thread(
                 approval,
                 f":bell: {named + ': ' if named else ''}this still waits for a decision "
                 f"(expires {slack_date(approval.expires_at)}).",
             )
-            reminded = list(approval.approvers) or ["(channel)"]
+            reminded = [a for a in approval.approvers if a not in acted] or ["(channel)"]
         await repo.audit_reach(approval_id, "approval_reminder_sent", now=utcnow(), to=reminded)
 
     @logs.bound_to("approval_id")

@@ -137,6 +137,30 @@ async def test_a_reminder_goes_once_to_approvers_and_never_after_a_decision(
             assert len(reminders_to(slack, APPROVER)) == 1
 
 
+async def test_under_a_quorum_the_reminder_skips_who_approved_already(repo: Repository) -> None:
+    config = make_config(
+        policies=policy(
+            approvers=[APPROVER, "U0APPROVER2"], min_approvals=2, remind_after="10m", ttl="1h"
+        )
+    )
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(config, repo) as slack:
+            await slack.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            [copy] = slack.dm_cards(APPROVER)
+            await slack.server.click(APPROVER, copy, "approval_approve")  # 1 of 2
+            await slack.settle()
+            clock.tick(timedelta(minutes=11))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            assert reminders_to(slack, APPROVER) == []
+            [reminder] = reminders_to(slack, "U0APPROVER2")
+            assert "restart_service" in reminder
+            [sent] = await audit_events(repo, "approval_reminder_sent")
+            assert APPROVER not in str(sent[1]) and "U0APPROVER2" in str(sent[1])
+
+
 async def test_an_escalation_adds_approvers_once_who_can_then_approve(repo: Repository) -> None:
     config = make_config(
         policies=policy(escalate_after="20m", escalate_to=[BOSS], ttl="1h"),
