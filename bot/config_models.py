@@ -277,14 +277,24 @@ class ToolPolicySection(Section):
 
     @model_validator(mode="after")
     def _quorum_can_be_reached(self) -> ToolPolicySection:
-        # Users only (a user group's size is Slack's to know): no more approvals than people.
-        named = self.approvers
-        if named and not any(a.startswith("S") for a in named) and self.min_approvals > len(named):
-            raise _key_problem(
-                "min_approvals",
-                f"{self.min_approvals} distinct approvals can never be given by the "
-                f"{len(named)} approvers named",
-            )
+        # The tool's and each rule's effective approvers and min_approvals (a rule that names
+        # neither inherits the tool's). Users only (a user group's size is Slack's to know):
+        # no more approvals than the people named, counting those escalate_to adds later.
+        cases = [("min_approvals", self.approvers, self.min_approvals)]
+        for index, rule in enumerate(self.rules):
+            if (rule.approval or self.approval) != "required":
+                continue  # nobody approves its calls
+            approvers = self.approvers if rule.approvers is None else rule.approvers
+            needed = self.min_approvals if rule.min_approvals is None else rule.min_approvals
+            cases.append((f"rules[{index}].min_approvals", approvers, needed))
+        for key, approvers, needed in cases:
+            named = {*approvers, *self.escalate_to} if approvers else set()
+            if named and not any(a.startswith("S") for a in named) and needed > len(named):
+                raise _key_problem(
+                    key,
+                    f"{needed} distinct approvals can never be given by the "
+                    f"{len(named)} approvers named",
+                )
         return self
 
 

@@ -214,6 +214,58 @@ def test_bad_min_approvals_is_refused_with_its_key(policy: dict[str, Any], error
         make_config(policies={"restart_service": policy})
 
 
+@pytest.mark.parametrize(
+    ("policy", "error"),
+    [
+        # A rule's own approvers cannot give the tool's quorum.
+        (
+            {
+                "approvers": ["U0A", "U0B"],
+                "min_approvals": 2,
+                "rules": [{"when": 'args.service == "db"', "approvers": ["U0A"]}],
+            },
+            "policies.restart_service.rules\\[0\\].min_approvals: 2 distinct approvals can "
+            "never be given by the 1 approvers named",
+        ),
+        # A rule's quorum is more than the tool's approvers.
+        (
+            {
+                "approvers": ["U0A", "U0B"],
+                "rules": [
+                    {"when": 'args.service == "web"', "min_approvals": 2},
+                    {"when": 'args.service == "db"', "min_approvals": 3},
+                ],
+            },
+            "policies.restart_service.rules\\[1\\].min_approvals: 3 distinct approvals",
+        ),
+    ],
+)
+def test_a_rule_whose_quorum_cannot_be_reached_is_refused(
+    policy: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(ConfigError, match=error):
+        make_config(policies={"restart_service": policy})
+
+
+def test_a_reachable_rule_quorum_is_accepted() -> None:
+    # Groups are Slack's to count; escalate_to adds people later; a rule that denies its
+    # calls needs nobody's approval.
+    make_config(
+        policies={
+            "restart_service": {
+                "approvers": ["U0A"],
+                "escalate_after": "10m",
+                "escalate_to": ["U0B"],
+                "rules": [
+                    {"when": 'args.service == "db"', "min_approvals": 2},
+                    {"when": 'args.service == "web"', "approvers": ["S0OPS"], "min_approvals": 5},
+                    {"when": 'args.service == "x"', "approval": "deny", "min_approvals": 9},
+                ],
+            }
+        }
+    )
+
+
 def test_min_approvals_with_a_user_group_is_accepted() -> None:
     config = make_config(
         policies={"restart_service": {"approvers": ["S0ONCALL"], "min_approvals": 3}}
