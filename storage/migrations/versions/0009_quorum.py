@@ -4,8 +4,10 @@
 (server default 1: every existing row, and every row the previous release writes, needs one
 approval as before); ``approvals.approved_by`` lists who approved so far (nullable: the
 previous release never sets it). ``approval_votes`` holds one vote per person and approval,
-so the same person approving twice counts once. The previous release ignores both, so the
-migration is safe to apply before a rolling deploy replaces it.
+so the same person approving twice counts once. The schema is safe to apply before a rolling
+deploy, but the previous release's decide statement knows no quorum and would approve on the
+first click: 0016_review3 guards that in the database, and docs/deploy.md says to enable
+min_approvals > 1 only once every replica runs this release.
 
 Revision ID: 0009_quorum
 Revises: 0013_names

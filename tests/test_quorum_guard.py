@@ -1,0 +1,85 @@
+"""The database refuses to approve a quorum approval without its votes (0016_review3).
+
+The release before 0009_quorum decides with a statement that knows no ``min_approvals``:
+during a rolling deploy, or after a rollback, its first click would approve a call that
+needs two people. Its statement is replayed here, verbatim, on both databases.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bot.runner import Request, Runner
+from storage.repository import Repository
+from tests.test_quorum import quorum_config
+
+# storage/statements.py DECIDE as the release before 0009_quorum has it.
+PREVIOUS_RELEASE_DECIDE = (
+    "UPDATE approvals SET status = :status, decided_by = :actor, decided_at = :now, "
+    "decided_by_name = :actor_name, reason = :reason "
+    "WHERE id = :id AND kind = 'approval' AND status = 'pending' AND expires_at > :now "
+    "RETURNING id"
+)
+
+
+async def _ask(runner: Runner, service: str) -> str:
+    text = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": service}}]}
+    )
+    paused = await runner.start(
+        Request(text=text, requester="U0REQUESTER", conversation_key=service)
+    )
+    [approval] = paused.new_approvals
+    return approval.id
+
+
+async def _old_release_approves(repo: Repository, approval_id: str, actor: str) -> None:
+    from bot.clock import utcnow
+
+    params = {
+        "id": approval_id,
+        "status": "approved",
+        "actor": actor,
+        "actor_name": None,
+        "reason": None,
+        "now": utcnow(),
+    }
+    await repo.execute_sql(PREVIOUS_RELEASE_DECIDE, params)
+
+
+async def test_the_previous_release_cannot_approve_a_quorum_on_one_click(
+    repo: Repository,
+) -> None:
+    runner = Runner(repo, quorum_config(2), worker_id="worker-a")
+    approval_id = await _ask(runner, "db")
+    with pytest.raises(Exception, match="quorum not reached"):
+        await _old_release_approves(repo, approval_id, "U0APPROVER1")
+    approval = await repo.get_approval(approval_id)
+    assert approval is not None and approval.status == "pending"
+
+    # Nor after this release recorded one vote: the old click would be the 2nd person's
+    # decision without the 2nd person's vote.
+    first = await runner.decide(approval_id, actor="U0APPROVER1", approve=True)
+    assert first.approval.status == "pending"
+    with pytest.raises(Exception, match="quorum not reached"):
+        await _old_release_approves(repo, approval_id, "U0APPROVER2")
+
+    # This release's votes are what approve it, exactly once.
+    last = await runner.decide(approval_id, actor="U0APPROVER2", approve=True)
+    assert last.approval.status == "approved" and last.resume_claimed
+
+
+async def test_the_guard_leaves_single_approvals_and_denials_alone(repo: Repository) -> None:
+    runner = Runner(repo, quorum_config(1), worker_id="worker-a")
+    single = await _ask(runner, "web")
+    await _old_release_approves(repo, single, "U0APPROVER1")
+    approval = await repo.get_approval(single)
+    assert approval is not None and approval.status == "approved"
+
+    quorum = Runner(repo, quorum_config(2), worker_id="worker-a")
+    denied = await _ask(quorum, "db")
+    await repo.execute_sql("UPDATE approvals SET status = 'denied' WHERE id = :id", {"id": denied})
+    approval = await repo.get_approval(denied)
+    assert approval is not None and approval.status == "denied"
