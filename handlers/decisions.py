@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from bot import logs
 from bot.clock import utcnow
 from bot.failpoints import failpoint
-from bot.quorum import progress
+from bot.quorum import AlreadyApproved, progress
 from bot.runner import ApprovalExpired, Decision, DecisionRefused, RunOutcome
 from handlers.blocks import escape
 from handlers.pause_blocks import CALLBACK, RETRY, choices_of, kind_of
@@ -246,7 +246,10 @@ async def _settle_from_slack(
         return
     except DecisionRefused as refused:
         await tell(f":no_entry: {refusal_text(refused)}")
-        if refused.approval is not None and refused.approval.status != "pending":
+        # A repeated Approve (quorum) is often someone seeing no change: the edit of their
+        # first vote was lost (its replica died, Slack was out of reach), so show it now.
+        repeated = isinstance(refused, AlreadyApproved)
+        if refused.approval is not None and (refused.approval.status != "pending" or repeated):
             await services.publisher.refresh_card(approval_id, clicked=clicked)
             if refresh_list is not None:
                 await refresh_list(approval_id)

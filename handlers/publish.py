@@ -324,6 +324,8 @@ def _card_state(approval: Approval) -> tuple[object, ...]:
         approval.result,
         approval.card_ts,
         tuple(approval.approvers),
+        # Quorum progress: an edit of an earlier vote may land after a later vote's.
+        tuple(approval.approved_by or ()),
     )
 
 

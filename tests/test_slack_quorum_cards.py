@@ -1,0 +1,64 @@
+"""Quorum cards under stress: a vote's card edit that lands after a later vote's edit, and
+an Approve clicked again after the first one's card edit was lost (signed clicks against the
+real bolt app, SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.clock import utcnow
+from storage.repository import PendingFilter, Repository
+from tests.conftest import BASE_CONFIG, make_config
+from tests.slack_harness import Harness, running_bot
+from tests.test_slack_quorum import APPROVERS, calls, card_text
+
+
+@pytest.fixture
+async def slack(repo: Repository) -> AsyncIterator[Harness]:
+    policies = {
+        **BASE_CONFIG["policies"],
+        "restart_service": {"approvers": APPROVERS, "min_approvals": 3},
+    }
+    async with running_bot(make_config(policies=policies), repo) as harness:
+        yield harness
+
+
+async def test_a_late_card_edit_of_an_earlier_vote_does_not_hide_a_later_one(
+    slack: Harness,
+) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    # The first vote's card edit is rate limited: it lands a second later, after the
+    # second vote's edit, showing the one vote it read.
+    slack.server.rate_limit("chat.update", times=1, retry_after=1)
+    await slack.server.click("U0APPROVER1", card, "approval_approve")
+    for _ in range(200):
+        if any(c.method == "chat.update" and c.status == 429 for c in slack.server.calls):
+            break
+        await asyncio.sleep(0.01)
+    await slack.server.click("U0APPROVER2", card, "approval_approve")
+    await slack.settle()
+    assert "2 of 3 approvals: <@U0APPROVER1>, <@U0APPROVER2>" in card_text(slack, card.ts)
+
+
+async def test_clicking_approve_again_repairs_a_card_whose_edit_was_lost(
+    slack: Harness, repo: Repository
+) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    # The vote is stored but its card edit never happens (the replica died in between,
+    # or Slack was out of reach): the card still says nobody approved.
+    [approval], _ = await repo.list_pending(PendingFilter(), now=utcnow())
+    await slack.bot.services.runner.decide(approval.id, actor="U0APPROVER1", approve=True)
+    assert "0 of 3 approvals yet" in card_text(slack, card.ts)
+
+    # The approver, seeing no change, clicks again: refused as a duplicate, and the card
+    # is brought up to date.
+    await slack.server.click("U0APPROVER1", card, "approval_approve")
+    await slack.settle()
+    assert any("You already approved" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+    assert "1 of 3 approvals: <@U0APPROVER1>" in card_text(slack, card.ts)
+    assert utcnow() < approval.expires_at
