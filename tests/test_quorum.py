@@ -303,6 +303,10 @@ def test_the_cli_follows_the_same_quorum(
     [listed] = json.loads(cli("approvals", "list", "--json")[1])
     assert listed["min_approvals"] == 2 and listed["approved_by"] == []
 
+    # The requester, through the CLI's --as, does not count either.
+    code, _, err = cli("approvals", "decide", listed["id"], "--approve", "--as", "U0REQUESTER")
+    assert code == 1 and "refused (not_allowed)" in err
+
     code, out, _ = cli("approvals", "decide", listed["id"], "--approve", "--as", "U0APPROVER1")
     assert code == 0 and "1 of 2 approvals; it waits for more." in out
     assert "restarted" not in out
