@@ -62,3 +62,26 @@ async def test_clicking_approve_again_repairs_a_card_whose_edit_was_lost(
     assert any("You already approved" in t for t in slack.ephemeral_texts("U0APPROVER1"))
     assert "1 of 3 approvals: <@U0APPROVER1>" in card_text(slack, card.ts)
     assert utcnow() < approval.expires_at
+
+
+async def test_a_vote_from_another_workspace_on_the_same_approval_id_is_refused(
+    slack: Harness, repo: Repository
+) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    # Signed by Slack (same app, same signing secret) but sent by a workspace the approval
+    # does not belong to, naming a user id that is an approver here.
+    payload, trigger_id, response_url = slack.server._prepare_click(
+        "U0APPROVER1", card, "approval_approve", None
+    )
+    payload["team"] = {"id": "T0ELSEWHERE", "domain": "elsewhere"}
+    reply = await slack.server._send_interactive(payload, trigger_id, response_url)
+    await slack.settle()
+    assert reply.status == 200
+    [approval], _ = await repo.list_pending(PendingFilter(), now=utcnow())
+    assert approval.approved_by in (None, [])
+    events = [e.event for e in await repo.audit_trail(approval_id=approval.id)]
+    assert "approval_vote" not in events
+    told = slack.ephemeral_texts("U0APPROVER1")
+    assert any("does not belong to this workspace" in t for t in told), told
+    assert "0 of 3 approvals yet" in card_text(slack, card.ts)
