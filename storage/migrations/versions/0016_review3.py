@@ -13,14 +13,14 @@ On SQLite, a later migration that recreates ``approvals`` (batch mode "move and 
 drops the trigger: recreate it there (tests/test_quorum_guard.py checks it at head).
 
 Revision ID: 0016_review3
-Revises: 0009_quorum
+Revises: 0010_edits
 Create Date: 2026-11-30
 """
 
 from alembic import op
 
 revision = "0016_review3"
-down_revision = "0009_quorum"
+down_revision = "0010_edits"
 branch_labels = None
 depends_on = None
 
