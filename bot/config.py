@@ -9,6 +9,7 @@ module turns a checked file into the ``Config`` the rest of the bot reads.
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ __all__ = [
     "load_config",
     "parse_duration",
 ]
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(Exception):
@@ -296,6 +299,9 @@ def _config(settings: Settings, tools: list[llm.Tool]) -> Config:
 
 
 def _policy(tool_name: str, section: ToolPolicySection, default_ttl: timedelta) -> Policy:
+    for problem in section.unreachable_rule_quorums():
+        # Its calls can only expire: said at every start, where the operator looks.
+        log.warning("policies.%s.%s: its calls will wait until they expire", tool_name, problem)
     rules = tuple(
         Rule(
             label=f"policies.{tool_name}.rules[{index}]",

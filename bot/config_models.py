@@ -277,25 +277,34 @@ class ToolPolicySection(Section):
 
     @model_validator(mode="after")
     def _quorum_can_be_reached(self) -> ToolPolicySection:
-        # The tool's and each rule's effective approvers and min_approvals (a rule that names
-        # neither inherits the tool's). Users only (a user group's size is Slack's to know):
-        # no more approvals than the people named, counting those escalate_to adds later.
-        cases = [("min_approvals", self.approvers, self.min_approvals)]
+        # Users only (a user group's size is Slack's to know): no more approvals than the
+        # people named, counting those escalate_to adds later.
+        problem = _unreachable(self.approvers, self.escalate_to, self.min_approvals)
+        if problem:
+            raise _key_problem("min_approvals", problem)
+        return self
+
+    def unreachable_rule_quorums(self) -> list[str]:
+        """``rules[i].min_approvals: why`` for each rule whose calls can never get their
+        quorum (its own or the tool's approvers, and min_approvals). Warned about, not
+        refused: such calls only ever expire, and the issue's own example has one."""
+        found = []
         for index, rule in enumerate(self.rules):
             if (rule.approval or self.approval) != "required":
                 continue  # nobody approves its calls
             approvers = self.approvers if rule.approvers is None else rule.approvers
             needed = self.min_approvals if rule.min_approvals is None else rule.min_approvals
-            cases.append((f"rules[{index}].min_approvals", approvers, needed))
-        for key, approvers, needed in cases:
-            named = {*approvers, *self.escalate_to} if approvers else set()
-            if named and not any(a.startswith("S") for a in named) and needed > len(named):
-                raise _key_problem(
-                    key,
-                    f"{needed} distinct approvals can never be given by the "
-                    f"{len(named)} approvers named",
-                )
-        return self
+            problem = _unreachable(approvers, self.escalate_to, needed)
+            if problem:
+                found.append(f"rules[{index}].min_approvals: {problem}")
+        return found
+
+
+def _unreachable(approvers: list[str], escalate_to: list[str], needed: int) -> str | None:
+    named = {*approvers, *escalate_to} if approvers else set()
+    if named and not any(a.startswith("S") for a in named) and needed > len(named):
+        return f"{needed} distinct approvals can never be given by the {len(named)} approvers named"
+    return None
 
 
 def _key_problem(key: str, message: str) -> PydanticCustomError:
