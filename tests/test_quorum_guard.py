@@ -2,11 +2,13 @@
 
 The release before 0009_quorum decides with a statement that knows no ``min_approvals``:
 during a rolling deploy, or after a rollback, its first click would approve a call that
-needs two people. Its statement is replayed here, verbatim, on both databases.
+needs two people. Its statement is replayed here, verbatim, on both databases. And the
+deciding vote racing `runs cancel`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -83,3 +85,33 @@ async def test_the_guard_leaves_single_approvals_and_denials_alone(repo: Reposit
     await repo.execute_sql("UPDATE approvals SET status = 'denied' WHERE id = :id", {"id": denied})
     approval = await repo.get_approval(denied)
     assert approval is not None and approval.status == "denied"
+
+
+async def test_the_deciding_vote_racing_runs_cancel_leaves_one_consistent_outcome(
+    repo: Repository,
+) -> None:
+    """``runs cancel`` and the N-th vote at once: either the call is approved and the run
+    resumes, or both are cancelled; never a cancelled run with an approved call."""
+    from bot.clock import utcnow
+    from bot.runner import DecisionRefused
+
+    runner = Runner(repo, quorum_config(2), worker_id="worker-a")
+    for i in range(8):
+        approval_id = await _ask(runner, f"svc{i}")
+        await runner.decide(approval_id, actor="U0APPROVER1", approve=True)
+        approval = await repo.get_approval(approval_id)
+        assert approval is not None
+        vote, cancelled = await asyncio.gather(
+            runner.decide(approval_id, actor="U0APPROVER2", approve=True),
+            repo.cancel_run(approval.run_id, reason="stop", actor="U0OPS", now=utcnow()),
+            return_exceptions=True,
+        )
+        final = await repo.get_approval(approval_id)
+        run = await repo.get_run(approval.run_id)
+        assert final is not None and run is not None
+        if cancelled is True:
+            assert isinstance(vote, DecisionRefused), vote
+            assert final.status == "cancelled" and run.status == "cancelled", (final, run)
+        else:
+            assert not isinstance(vote, BaseException), vote
+            assert final.status == "approved" and run.status == "resuming", (final, run)
