@@ -42,7 +42,9 @@ async def test_deny_on_an_expired_card_is_answered_before_the_run_carries_on(
             finally:
                 ScriptedModel.hold.set()
             await slack.settle()
-            assert any("expired at" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+            assert any(
+                "This approval expired <!date^" in t for t in slack.ephemeral_texts("U0APPROVER1")
+            )
             card = slack.server.message(CHANNEL, card.ts)  # type: ignore[assignment]
             assert card is not None and not has_buttons(card)
             assert any("Expired at" in m.text for m in slack.thread_of(reply))
