@@ -20,7 +20,7 @@ import os
 import secrets
 import socket
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -60,14 +60,12 @@ from bot.history import settle_history, trailing_calls
 from bot.ids import new_run_id
 from bot.lease import LeaseKeeper
 from bot.pauses import ASK_USER_TOOL
-from bot.quorum import already_approved, ensure_may_vote
+from bot.runner_decisions import DecisionSettling
 from bot.runner_waits import PauseSettling
 from storage.models import Approval, Run
 from storage.repository import (
     CallbackOutcome,
     DecisionOutcome,
-    ExpiryOutcome,
-    GrantDraft,
     LeaseLost,
     Repository,
     RunBusy,
@@ -92,10 +90,6 @@ __all__ = [
 ]
 
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8080"
-
-# Claimed resumes a runner keeps for ``resume`` (each is one run, as its claim read it): past
-# this, the oldest are dropped, and resuming those starts them from the database.
-CLAIMS_KEPT = 1000
 
 
 @dataclass
@@ -160,7 +154,7 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{str(ULID())[-6:]}"
 
 
-class Runner(PauseSettling, EditSettling):
+class Runner(PauseSettling, DecisionSettling, EditSettling):
     def __init__(
         self,
         repo: Repository,
@@ -485,92 +479,6 @@ class Runner(PauseSettling, EditSettling):
         configuration = isinstance(exc, (llm.UnknownModelError, llm.NeedsKeyException))
         log.error("run %s failed: %s", run.id, message, exc_info=None if configuration else exc)
         return RunOutcome(run_id=run.id, status="failed", error=message, run=run)
-
-    # -- decisions ---------------------------------------------------------------------
-
-    @metrics.counts_decisions
-    @logs.bound_to("approval_id")
-    async def decide(
-        self,
-        approval_id: str,
-        *,
-        actor: str,
-        approve: bool,
-        reason: str | None = None,
-        actor_groups: Collection[str] = (),
-        claim_resume: bool = True,
-        grant: GrantDraft | None = None,
-        actor_name: str | None = None,
-    ) -> Decision:
-        """Approve or deny; exactly one concurrent decision wins.
-
-        Raises a DecisionRefused subclass when the approval does not exist, the actor may not
-        decide it, it already has a decision or it has expired (judged by the clock now, not
-        by the sweeper), or (quorum) the actor had approved it already. An Approve of an
-        approval that needs several approvers returns it still pending until the last one.
-        When the decision leaves nothing pending in the run, the returned
-        Decision has ``resume_claimed`` and the caller must call ``resume``; with
-        ``claim_resume`` False it never does: the run stays paused with nothing pending and
-        a bot's sweeper resumes it (``claim_stranded_runs``). ``grant``: an approval that
-        also creates a standing grant (bot.grants checks it may), in the same transaction.
-        ``actor_name``: the decider's display name (handlers look it up), stored for the
-        texts the model reads.
-        """
-        approval = await self.repo.get_approval(approval_id)
-        if approval is None:
-            raise ApprovalNotFound(f"There is no approval {approval_id}.")
-        if approval.kind != "approval":
-            raise DecisionRefused(
-                f"{approval_id} is not an approval but a {approval.kind}: it cannot be "
-                "approved or denied.",
-                approval,
-            )
-        ensure_may_decide(approval, actor, actor_groups)
-        ensure_may_vote(approval, actor, approve=approve)
-        now = self.clock()
-        outcome = await self.repo.decide(
-            approval_id,
-            actor=actor,
-            approve=approve,
-            reason=(reason or "").strip() or None,
-            # A claim is the resume's start: its lease goes straight to the drive ``resume``
-            # will run (a token of its own, so another drive of this worker is fenced off).
-            worker=self._new_owner(),
-            lease_until=self._lease_until(),
-            now=now,
-            claim=claim_resume,
-            grant=grant,
-            actor_name=actor_name,
-        )
-        if outcome is not None and outcome.duplicate:
-            raise already_approved(outcome.approval)
-        if outcome is not None:
-            if outcome.resume_claimed:
-                self._remember_claim(outcome)
-            return Decision(approval=outcome.approval, resume_claimed=outcome.resume_claimed)
-        await self._refuse_settled(approval_id, now)  # raises why: expired, or decided already
-
-    def _remember_claim(self, outcome: DecisionOutcome) -> None:
-        """Keep a claimed resume for ``resume``; a caller that never resumes it (it crashed,
-        or gave up) leaves the run to the sweeper once the claim's lease runs out."""
-        while len(self._claimed) >= CLAIMS_KEPT:
-            self._claimed.pop(next(iter(self._claimed)))
-        self._claimed[outcome.approval.run_id] = outcome
-
-    @metrics.counts_expiries
-    async def expire_due(self) -> list[ExpiryOutcome]:
-        """Expire every approval past its deadline (the sweeper); callers resume claimed runs."""
-        outcomes = []
-        for approval_id in await self.repo.due_approvals(self.clock()):
-            outcome = await self.repo.expire(
-                approval_id,
-                worker=self.worker_id,
-                lease_until=self._lease_until(),
-                now=self.clock(),
-            )
-            if outcome is not None:
-                outcomes.append(outcome)
-        return outcomes
 
 
 FAILURE_LINE_LIMIT = 500
