@@ -15,7 +15,7 @@ from storage.records import (
     PendingFilter,
     StorageError,
 )
-from storage.rows import APPROVALS, RUNS
+from storage.rows import APPROVALS
 from storage.statements import (
     ADOPT_CARD,
     APPROVAL_BY_ID,
@@ -27,19 +27,19 @@ from storage.statements import (
     CANCEL_UNRUNNABLE,
     CARDS_TO_POST,
     CLAIM_CARD,
-    DECIDE,
     DUE_APPROVALS,
     EXPIRE,
     MARK_OUTCOME_UNKNOWN,
     RECORD_EXECUTION,
     RECORD_LATE_EXECUTION,
     RENEW_LEASE_OF_APPROVAL,
-    RUN_BY_ID,
     SET_CARD,
     START_CLAIMED_RUN,
     audit,
     cancel_paused_run,
     claim_resume,
+    decide_row,
+    decided_outcome,
     lock_run_of_approval,
 )
 from storage.votes import approve_vote, record_deny_vote
@@ -111,18 +111,10 @@ class ApprovalStore:
         status = "approved" if approve else "denied"
         # The name is what people knew the decider as: it cannot be longer than its column.
         actor_name = actor_name[:255] if actor_name else None
-        params = {
-            "id": approval_id,
-            "status": status,
-            "actor": actor,
-            "actor_name": actor_name,
-            "reason": reason,
-            "now": now,
-        }
 
         def body(tx: Tx) -> DecisionOutcome | None:
             lock_run_of_approval(tx, approval_id)
-            row = tx.one(DECIDE, params)
+            row = decide_row(tx, approval_id, status, actor, actor_name, reason, now)
             if row is None and approve:
                 # An approval that needs several approvers (storage.votes): a vote, and the
                 # decision only when it is the last one needed.
@@ -150,17 +142,7 @@ class ApprovalStore:
             )
             if grant is not None and approve:
                 insert_grant(tx, grant, approval, actor, now)
-            claimed = claim and claim_resume(tx, approval.run_id, worker, lease_until, now)
-            if not claimed:
-                return DecisionOutcome(approval=approval, resume_claimed=False)
-            # The claim is the resume's start: the run as it stands under the claim is what
-            # the resumed drive starts from (only the lease's holder changes it).
-            audit(tx, now, "run_resumed", run_id=approval.run_id, worker=worker)
-            run_row = tx.one(RUN_BY_ID, {"id": approval.run_id})
-            assert run_row is not None
-            return DecisionOutcome(
-                approval=approval, resume_claimed=True, run=RUNS.load(tx, run_row)
-            )
+            return decided_outcome(tx, approval, claim, worker, lease_until, now)
 
         return await self.database.run(body, WRITE)
 

@@ -16,15 +16,14 @@ from typing import Any
 
 from storage.db import Database, Mode, Tx, json_text
 from storage.records import DecisionOutcome
-from storage.rows import APPROVALS, RUNS
+from storage.rows import APPROVALS
 from storage.statements import (
     APPROVAL_BY_ID,
-    DECIDE,
     INSERT_APPROVER,
-    RUN_BY_ID,
     approver_rows,
     audit,
-    claim_resume,
+    decide_row,
+    decided_outcome,
     lock_run_of_approval,
 )
 from storage.values import storable
@@ -169,12 +168,7 @@ class EditStore:
             )
             if edit.stricter_approvers is not None:
                 return DecisionOutcome(approval=approval, resume_claimed=False)
-            decided = tx.one(
-                DECIDE,
-                {"id": approval_id, "status": "approved", "actor": actor}
-                | {"actor_name": actor_name[:255] if actor_name else None}
-                | {"reason": None, "now": now},
-            )
+            decided = decide_row(tx, approval_id, "approved", actor, actor_name, None, now)
             assert decided is not None  # the same transaction found it pending just now
             approval = APPROVALS.load(tx, decided)
             audit(
@@ -187,13 +181,6 @@ class EditStore:
                 reason=None,
                 edited=True,
             )
-            if not (claim and claim_resume(tx, approval.run_id, worker, lease_until, now)):
-                return DecisionOutcome(approval=approval, resume_claimed=False)
-            audit(tx, now, "run_resumed", run_id=approval.run_id, worker=worker)
-            run_row = tx.one(RUN_BY_ID, {"id": approval.run_id})
-            assert run_row is not None
-            return DecisionOutcome(
-                approval=approval, resume_claimed=True, run=RUNS.load(tx, run_row)
-            )
+            return decided_outcome(tx, approval, claim, worker, lease_until, now)
 
         return await self.database.run(body, Mode.WRITE)

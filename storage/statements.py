@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from storage.db import Tx, json_text
-from storage.models import ANYONE
-from storage.records import ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES, RunBusy
+from storage.models import ANYONE, Approval
+from storage.records import ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES, DecisionOutcome, RunBusy
 from storage.rows import APPROVALS, RUNS, insert_sql
 
 _FINISHED = ", ".join(f"'{s}'" for s in FINISHED_RUN_STATUSES)
@@ -337,3 +337,36 @@ def approver_rows(approvals: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
         if approval.get("kind", "approval") in ("approval", "question")
         for approver in (approval["approvers"] or [ANYONE])
     ]
+
+
+def decide_row(
+    tx: Tx,
+    approval_id: str,
+    status: str,
+    actor: str,
+    actor_name: str | None,
+    reason: str | None,
+    now: datetime,
+) -> Any:
+    """``pending -> approved | denied`` if still pending and unexpired: the row, else None.
+
+    One statement for every decision (a plain one, and the approve an edit makes)."""
+    # The name is what people knew the decider as: it cannot be longer than its column.
+    actor_name = actor_name[:255] if actor_name else None
+    params = {"id": approval_id, "status": status, "actor": actor, "actor_name": actor_name}
+    return tx.one(DECIDE, params | {"reason": reason, "now": now})
+
+
+def decided_outcome(
+    tx: Tx, approval: Approval, claim: bool, worker: str, lease_until: datetime, now: datetime
+) -> DecisionOutcome:
+    """A decision's outcome; one that leaves nothing of the run pending also claims its
+    resume (with ``claim``) in the same transaction."""
+    if not (claim and claim_resume(tx, approval.run_id, worker, lease_until, now)):
+        return DecisionOutcome(approval=approval, resume_claimed=False)
+    # The claim is the resume's start: the run as it stands under the claim is what
+    # the resumed drive starts from (only the lease's holder changes it).
+    audit(tx, now, "run_resumed", run_id=approval.run_id, worker=worker)
+    run_row = tx.one(RUN_BY_ID, {"id": approval.run_id})
+    assert run_row is not None
+    return DecisionOutcome(approval=approval, resume_claimed=True, run=RUNS.load(tx, run_row))
