@@ -77,6 +77,27 @@ async def approval_clicked_here(
     return approval
 
 
+async def clicked_approval(
+    services: Services,
+    approval_id: str,
+    place: ClickPlace,
+    *,
+    tell: Tell,
+    click: str,
+    row: str = "approval",
+) -> Approval | None:
+    """``approval_clicked_here`` for a button Slack waits on, within the ack's time limit:
+    None, and the clicker told, when it is not from here or the database did not answer.
+    ``row`` and ``click`` name it in the log ("approval A1: deny click not looked up")."""
+    try:
+        with time_limit(services.ack_time_limit):
+            return await approval_clicked_here(services, approval_id, place, tell=tell)
+    except DATABASE_FAILURES as exc:
+        log.error("%s %s: %s not looked up (%s)", row, approval_id, click, exc)
+        await tell(LOOKUP_FAILED)
+        return None
+
+
 def _elsewhere(approval: Approval, place: ClickPlace) -> bool:
     """A click acts only on an approval of its own workspace and of its own channel.
 

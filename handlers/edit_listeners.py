@@ -28,7 +28,7 @@ from handlers.decisions import (
     LOOKUP_FAILED,
     ClickPlace,
     _settle_from_slack,
-    approval_clicked_here,
+    clicked_approval,
     decide_from_slack,
 )
 from handlers.interactions import click_place, clicked_card, teller
@@ -59,13 +59,9 @@ def register(app: AsyncApp, services: Services) -> None:
         actor = body["user"]["id"]
         place = click_place(body)
         tell = teller(respond, services, body)
-        try:
-            with time_limit(services.ack_time_limit):
-                approval = await approval_clicked_here(services, approval_id, place, tell=tell)
-        except DATABASE_FAILURES as exc:
-            log.error("approval %s: edit click not looked up (%s)", approval_id, exc)
-            await tell(LOOKUP_FAILED)
-            return
+        approval = await clicked_approval(
+            services, approval_id, place, tell=tell, click="edit click"
+        )
         if approval is None:
             return
         if approval.status != "pending" or approval.expires_at <= utcnow():

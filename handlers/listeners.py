@@ -26,9 +26,8 @@ from handlers import blocks, edit_listeners
 from handlers.decisions import (
     GROUPS_UNKNOWN,
     LIST_FAILED,
-    LOOKUP_FAILED,
     ClickPlace,
-    approval_clicked_here,
+    clicked_approval,
     decide_from_slack,
     refresh_settled_cards,
 )
@@ -196,13 +195,9 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         actor = body["user"]["id"]
         place = click_place(body)
         tell = teller(respond, services, body)
-        try:
-            with time_limit(services.ack_time_limit):
-                approval = await approval_clicked_here(services, approval_id, place, tell=tell)
-        except DATABASE_FAILURES as exc:
-            log.error("approval %s: deny click not looked up (%s)", approval_id, exc)
-            await tell(LOOKUP_FAILED)
-            return
+        approval = await clicked_approval(
+            services, approval_id, place, tell=tell, click="deny click"
+        )
         if approval is None:
             return
         if approval.status != "pending" or approval.expires_at <= utcnow():
@@ -325,15 +320,9 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
     ) -> None:
         await ack()
         tell = teller(respond, services, body)
-        try:
-            with time_limit(services.ack_time_limit):
-                approval = await approval_clicked_here(
-                    services, action.get("value", ""), click_place(body), tell=tell
-                )
-        except DATABASE_FAILURES as exc:
-            log.error("approval %s: arguments not looked up (%s)", action.get("value"), exc)
-            await tell(LOOKUP_FAILED)
-            return
+        approval = await clicked_approval(
+            services, action.get("value", ""), click_place(body), tell=tell, click="arguments"
+        )
         if approval is None:
             return
         try:

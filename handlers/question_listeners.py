@@ -24,17 +24,15 @@ from bot.runner import NotAllowed, ensure_may_answer
 from handlers import pause_blocks
 from handlers.decisions import (
     GROUPS_UNKNOWN,
-    LOOKUP_FAILED,
     ClickPlace,
     Tell,
     answer_from_slack,
-    approval_clicked_here,
+    clicked_approval,
 )
 from handlers.interactions import click_place, clicked_card, json_object, teller
 from handlers.list_refresh import refresher_for_click
 from handlers.services import GroupLookupFailed, Services
 from handlers.slack_text import refusal_text
-from storage.repository import DATABASE_FAILURES, time_limit
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +90,9 @@ def register(app: AsyncApp, services: Services) -> None:
         actor = body["user"]["id"]
         place = click_place(body)
         tell = teller(respond, services, body)
-        try:
-            with time_limit(services.ack_time_limit):
-                approval = await approval_clicked_here(services, approval_id, place, tell=tell)
-        except DATABASE_FAILURES as exc:
-            log.error("question %s: answer click not looked up (%s)", approval_id, exc)
-            await tell(LOOKUP_FAILED)
-            return
+        approval = await clicked_approval(
+            services, approval_id, place, tell=tell, click="answer click", row="question"
+        )
         if approval is None:
             return
         if approval.status != "pending" or approval.expires_at <= utcnow():
