@@ -84,3 +84,8 @@ def scale_service(
         ("scale_service", {"service": service, "replicas": replicas, "env": env, "labels": labels})
     )
     return f"scaled {service} in {env} to {replicas}"
+
+
+def executed(name: str) -> list[dict[str, Any]]:
+    """The arguments of every call of tool ``name`` that ran in this process, in order."""
+    return [args for tool, args in EXECUTED if tool == name]

@@ -67,3 +67,8 @@ def _script(text: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
+    """A scripted response that calls these tools, each with its arguments."""
+    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})

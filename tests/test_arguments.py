@@ -15,11 +15,7 @@ from bot.runner import Request, Runner
 from storage.repository import Repository
 from tests import ops_tools
 from tests.conftest import BASE_CONFIG
-from tests.scripted_model import ScriptedModel
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
+from tests.scripted_model import ScriptedModel, calls
 
 
 def _scale(service: str, replicas: int) -> str:

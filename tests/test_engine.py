@@ -21,7 +21,8 @@ from bot.runner import (
 from storage.repository import Repository
 from tests import ops_tools
 from tests.conftest import BASE_CONFIG, Database, make_config
-from tests.scripted_model import ScriptedModel
+from tests.ops_tools import executed
+from tests.scripted_model import ScriptedModel, calls
 
 FAIL_EXECUTING_WRITES = {
     "sqlite": [
@@ -37,18 +38,10 @@ FAIL_EXECUTING_WRITES = {
 }
 
 
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
-
-
 def request(
     text: str, requester: str = "U0REQUESTER", thread: str = "1700000000.000100"
 ) -> Request:
     return Request(text=text, requester=requester, team_id="T1", channel="C0OPS", thread_ts=thread)
-
-
-def executed(name: str) -> list[dict[str, Any]]:
-    return [args for tool, args in ops_tools.EXECUTED if tool == name]
 
 
 def tool_results_in(messages: list[dict[str, Any]]) -> dict[str, str]:

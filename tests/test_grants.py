@@ -16,20 +16,13 @@ from freezegun import freeze_time
 from bot.config import load_config
 from playground.slack_server import Message
 from storage.repository import Repository
-from tests import ops_tools
 from tests.conftest import BASE_CONFIG, make_config
+from tests.ops_tools import executed
+from tests.scripted_model import calls
 from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
 
 GRANT = "approval_grant"
 GRANT_SAME = "approval_grant_same_arguments"
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
-
-
-def executed(name: str) -> list[dict[str, Any]]:
-    return [args for tool, args in ops_tools.EXECUTED if tool == name]
 
 
 def grants_config() -> Any:

@@ -9,19 +9,12 @@ from typing import Any
 import pytest
 
 from storage.repository import PendingFilter, Repository
-from tests import ops_tools
 from tests.conftest import BASE_CONFIG, make_config
+from tests.ops_tools import executed
+from tests.scripted_model import calls
 from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
 
 PRIVATE = "C0PRIVATE"
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
-
-
-def executed(name: str) -> list[dict[str, Any]]:
-    return [args for tool, args in ops_tools.EXECUTED if tool == name]
 
 
 async def pending(repo: Repository) -> dict[str, Any]:

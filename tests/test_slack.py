@@ -18,16 +18,9 @@ from freezegun import freeze_time
 from storage.repository import Repository
 from tests import ops_tools
 from tests.conftest import make_config
-from tests.scripted_model import ScriptedModel
+from tests.ops_tools import executed
+from tests.scripted_model import ScriptedModel, calls
 from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
-
-
-def executed(name: str) -> list[dict[str, Any]]:
-    return [args for tool, args in ops_tools.EXECUTED if tool == name]
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from freezegun import freeze_time
 from playground.slack_server import SlackServer
 from storage.repository import Repository
 from tests.conftest import make_config
-from tests.scripted_model import ScriptedModel
+from tests.scripted_model import ScriptedModel, calls
 from tests.serve_process import SECRET, served_bot
 from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
 
@@ -44,10 +44,6 @@ ACCEPT_RUNS = {
     "sqlite": ["DROP TRIGGER refuse_runs"],
     "postgres": ["DROP TRIGGER refuse_runs ON runs"],
 }
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 
 from handlers import edit_blocks
 from storage.repository import Repository
-from tests import ops_tools
 from tests.conftest import BASE_CONFIG, make_config
+from tests.ops_tools import executed
 from tests.scripted_model import ScriptedModel
 from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
 
@@ -33,10 +33,6 @@ def edit_config(**policy: Any) -> Any:
             "scale_service": {"approvers": APPROVERS, "allow_edit": True, **policy},
         },
     )
-
-
-def executed(name: str) -> list[dict[str, Any]]:
-    return [args for tool, args in ops_tools.EXECUTED if tool == name]
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -14,13 +13,10 @@ from playground.slack_server import Message
 from storage.repository import Repository
 from tests import ops_tools
 from tests.conftest import make_config
+from tests.scripted_model import calls
 from tests.slack_harness import CHANNEL, Harness, running_bot
 
 APPROVER = "U0APPROVER1"
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
 
 
 @pytest.fixture

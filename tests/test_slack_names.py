@@ -18,16 +18,12 @@ from handlers.people import PeopleNames, display_name
 from storage.repository import Repository
 from tests import ops_tools
 from tests.conftest import make_config
-from tests.scripted_model import ScriptedModel
+from tests.scripted_model import ScriptedModel, calls
 from tests.slack_harness import CHANNEL, Harness, running_bot
 
 PEOPLE = {"U0APPROVER1": "bo", "U0APPROVER2": "cy", "U0REQUESTER": "ana"}
 FULL_NAMES = {"U0APPROVER1": "Bo Lee", "U0APPROVER2": "Cy Park", "U0REQUESTER": "Ana Ruiz"}
 DATE_TOKEN = re.compile(r"<!date\^\d+\^[^|>]*\|[^>]*>")
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
 
 
 def tool_results() -> list[str]:

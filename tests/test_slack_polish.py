@@ -3,7 +3,6 @@ moves on with the run, and a denial's notice lands in the card's thread like an 
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,13 +10,10 @@ import pytest
 
 from storage.repository import Repository
 from tests.conftest import make_config
+from tests.scripted_model import calls
 from tests.slack_harness import Harness, running_bot
 
 WAITING = "Waiting for a human"
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
 
 
 @pytest.fixture

@@ -6,25 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from bot.clock import utcnow
 from storage.repository import PendingFilter, Repository
-from tests import ops_tools
 from tests.conftest import BASE_CONFIG, make_config
+from tests.ops_tools import executed
+from tests.scripted_model import calls
 from tests.slack_harness import CHANNEL, Harness, has_buttons, running_bot
 
 APPROVERS = ["U0APPROVER1", "U0APPROVER2", "U0APPROVER3"]
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
-
-
-def executed(name: str) -> list[dict[str, Any]]:
-    return [args for tool, args in ops_tools.EXECUTED if tool == name]
 
 
 @pytest.fixture

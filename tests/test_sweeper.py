@@ -4,7 +4,6 @@ that nothing would ever resume are resumed."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -18,6 +17,7 @@ from handlers.sweeper import sweep_once
 from storage.repository import PendingFilter, Repository
 from tests import ops_tools
 from tests.conftest import make_config
+from tests.scripted_model import calls
 from tests.slack_harness import CHANNEL, has_buttons, running_bot
 
 # Only a guard against hanging: the behaviour asserted is that the sweep returns at all
@@ -43,10 +43,6 @@ class HeldModel(llm.AsyncModel):
 
 
 register_model(HeldModel())
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
-    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
 
 
 def text_message(role: str, text: str) -> dict[str, Any]:
