@@ -24,7 +24,7 @@ async def settle(repo: Repository) -> None:
 
 class ApprovalBot:
     """``tool``: the gated tool as an async function (the default, as engine_cycle's) or a
-    sync one, which the gate runs on a thread of its own (see bot/gate.py)."""
+    sync one, which the gate runs on a thread of its own (see bot/tool_calls.py)."""
 
     durability = "every connection's PRAGMA synchronous (`storage.sqlite.SQLITE_SYNCHRONOUS`)" + (
         "; the repository raises it to FULL for the `executing` commit when it is lower"
