@@ -487,22 +487,24 @@ def list_item(approval: Approval, now: datetime, permalink: str | None) -> list[
         ),
         LIST_ARGUMENTS_LIMIT,
     )
-    return [
-        {"type": "divider"},
-        {
-            "type": "section",
-            "text": {
-                "type": "mrkdwn",
-                "text": f"`{escape(approval.tool_name)}` `{escape(summary)}`\n"
-                f"asked by {mention(approval.requester)} {_age(now - approval.created_at)} ago"
-                f" · expires {slack_date(approval.expires_at)}{link}{_progress(approval)}"
-                + (f"\n{rule}" if (rule := rule_text(approval)) else ""),
-            },
-        },
+    return list_row(
+        f"`{escape(approval.tool_name)}` `{escape(summary)}`\n"
+        f"asked by {mention(approval.requester)} {_age(now - approval.created_at)} ago"
+        f" · expires {slack_date(approval.expires_at)}{link}{_progress(approval)}"
+        + (f"\n{rule}" if (rule := rule_text(approval)) else ""),
         # Nobody approves arguments they could not read: offer the whole of them.
         decision_buttons(approval, with_arguments_button=cut)
         if approval.status == "pending"
         else {"type": "section", "text": {"type": "mrkdwn", "text": outcome_text(approval)}},
+    )
+
+
+def list_row(text: str, *below: Block) -> list[Block]:
+    """One item of a list (approvals, questions, waits): a divider, its text, what goes below."""
+    return [
+        {"type": "divider"},
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        *below,
     ]
 
 

@@ -24,6 +24,7 @@ from handlers.blocks import (
     _button,
     escape,
     escaped_within,
+    list_row,
     mention,
     render_approval_card,
     slack_date,
@@ -376,23 +377,15 @@ def list_item(approval: Approval, age: str, link: str) -> list[Block]:
             if choices
             else ""
         )
-        return [
-            {"type": "divider"},
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f":question: *Question* for {mention(approval.requester)}: "
-                    f"{question}{offered}\n{asked} · expires "
-                    f"{slack_date(approval.expires_at)}{link}",
-                },
-            },
+        return list_row(
+            f":question: *Question* for {mention(approval.requester)}: "
+            f"{question}{offered}\n{asked} · expires {slack_date(approval.expires_at)}{link}",
             {
                 "type": "actions",
                 "block_id": f"question:{approval.id}",
                 "elements": question_elements(approval),
             },
-        ]
+        )
     if kind == "retry":
         due = approval.due_at or approval.expires_at
         line = (
@@ -405,10 +398,7 @@ def list_item(approval: Approval, age: str, link: str) -> list[Block]:
             f"{escaped_within(wait_description(approval), LIST_QUESTION_LIMIT)}"
             f" · gives up {slack_date(approval.expires_at)}"
         )
-    return [
-        {"type": "divider"},
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"{line}\n{asked}{link}"}},
-    ]
+    return list_row(f"{line}\n{asked}{link}")
 
 
 # -- the thread ----------------------------------------------------------------------------
