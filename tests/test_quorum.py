@@ -328,13 +328,13 @@ def test_the_cli_follows_the_same_quorum(
 
 
 async def test_approvals_of_the_previous_release_need_one_approval(database_url: str) -> None:
-    """Migration 0009_quorum on a database the previous release used, on both databases:
+    """Migration 0012_quorum on a database the previous release used, on both databases:
     its approvals need one approval, and its inserts (which name no quorum column) work."""
     from tests.test_pauses_migration import _upgrade_to
 
     repo = await Repository.open(database_url, upgrade=False)
     try:
-        await repo.database.run_with_connection(_upgrade_to("0013_names"))  # type: ignore[arg-type]
+        await repo.database.run_with_connection(_upgrade_to("0011_names"))  # type: ignore[arg-type]
         await migrate.upgrade(repo.database)
         now = utcnow()
         await repo.execute_sql(

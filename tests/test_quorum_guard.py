@@ -1,6 +1,6 @@
-"""The database refuses to approve a quorum approval without its votes (0016_review3).
+"""The database refuses to approve a quorum approval without its votes (0014_quorum_guard).
 
-The release before 0009_quorum decides with a statement that knows no ``min_approvals``:
+The release before 0012_quorum decides with a statement that knows no ``min_approvals``:
 during a rolling deploy, or after a rollback, its first click would approve a call that
 needs two people. Its statement is replayed here, verbatim, on both databases. And the
 deciding vote racing `runs cancel`.
@@ -17,7 +17,7 @@ from bot.runner import Request, Runner
 from storage.repository import Repository
 from tests.test_quorum import quorum_config
 
-# storage/statements.py DECIDE as the release before 0009_quorum has it.
+# storage/statements.py DECIDE as the release before 0012_quorum has it.
 PREVIOUS_RELEASE_DECIDE = (
     "UPDATE approvals SET status = :status, decided_by = :actor, decided_at = :now, "
     "decided_by_name = :actor_name, reason = :reason "

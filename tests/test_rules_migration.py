@@ -1,4 +1,4 @@
-"""Migration 0008_rules on a database the previous release used: its approvals have no rule
+"""Migration 0010_rules on a database the previous release used: its approvals have no rule
 and can still be decided, and the previous release's INSERT (no rule columns) still works,
 on SQLite and PostgreSQL."""
 
@@ -14,8 +14,8 @@ from storage.repository import Repository
 from tests.conftest import make_config
 from tests.test_pauses_migration import _upgrade_to
 
-# Whatever revision 0008_rules follows once the integrator has chained the migrations.
-PREVIOUS = importlib.import_module("storage.migrations.versions.0008_rules").down_revision
+# Whatever revision 0010_rules follows once the integrator has chained the migrations.
+PREVIOUS = importlib.import_module("storage.migrations.versions.0010_rules").down_revision
 
 INSERT_OLD_APPROVAL = (
     "INSERT INTO approvals (id, run_id, turn, tool_call_id, tool_name, arguments, "

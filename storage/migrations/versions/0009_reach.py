@@ -4,16 +4,16 @@ driven from the database (who opened their Home, whose Home must be published ag
 Only new tables: an older release ignores them, so the migration is safe to apply before a
 rolling deploy replaces it.
 
-Revision ID: 0012_reach
-Revises: 0011_grants
+Revision ID: 0009_reach
+Revises: 0008_grants
 Create Date: 2026-11-30
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_reach"
-down_revision = "0011_grants"
+revision = "0009_reach"
+down_revision = "0008_grants"
 branch_labels = None
 depends_on = None
 

@@ -4,16 +4,16 @@
 One nullable column and one index: an older release neither reads nor writes them, so the
 migration is safe to apply before a rolling deploy replaces it.
 
-Revision ID: 0013_names
-Revises: 0008_rules
+Revision ID: 0011_names
+Revises: 0010_rules
 Create Date: 2026-11-30
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_names"
-down_revision = "0008_rules"
+revision = "0011_names"
+down_revision = "0010_rules"
 branch_labels = None
 depends_on = None
 

@@ -3,7 +3,7 @@
 Only a new table: an older release ignores it, so the migration is safe to apply before a
 rolling deploy replaces it.
 
-Revision ID: 0011_grants
+Revision ID: 0008_grants
 Revises: 0007_oauth
 Create Date: 2026-11-30
 """
@@ -11,7 +11,7 @@ Create Date: 2026-11-30
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_grants"
+revision = "0008_grants"
 down_revision = "0007_oauth"
 branch_labels = None
 depends_on = None

@@ -3,16 +3,16 @@
 New columns only, nullable or with a server default: an older release ignores them (and its
 inserts get ``allow_edit = false``), so the migration is safe before a rolling deploy.
 
-Revision ID: 0010_edits
-Revises: 0009_quorum
+Revision ID: 0013_edits
+Revises: 0012_quorum
 Create Date: 2026-11-30
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010_edits"
-down_revision = "0009_quorum"
+revision = "0013_edits"
+down_revision = "0012_quorum"
 branch_labels = None
 depends_on = None
 

@@ -6,19 +6,19 @@ approval as before); ``approvals.approved_by`` lists who approved so far (nullab
 previous release never sets it). ``approval_votes`` holds one vote per person and approval,
 so the same person approving twice counts once. The schema is safe to apply before a rolling
 deploy, but the previous release's decide statement knows no quorum and would approve on the
-first click: 0016_review3 guards that in the database, and docs/deploy.md says to enable
+first click: 0014_quorum_guard guards that in the database, and docs/deploy.md says to enable
 min_approvals > 1 only once every replica runs this release.
 
-Revision ID: 0009_quorum
-Revises: 0013_names
+Revision ID: 0012_quorum
+Revises: 0011_names
 Create Date: 2026-11-30
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009_quorum"
-down_revision = "0013_names"
+revision = "0012_quorum"
+down_revision = "0011_names"
 branch_labels = None
 depends_on = None
 

@@ -1,6 +1,6 @@
 """Quorum guard: no approval that needs several approvers becomes ``approved`` without them.
 
-The release before ``0009_quorum`` does not know ``min_approvals``: during a rolling deploy
+The release before ``0012_quorum`` does not know ``min_approvals``: during a rolling deploy
 (or after a rollback) its decide statement would approve a quorum approval on the first
 click, and run the call. This trigger refuses, inside the database, any UPDATE that turns a
 pending approval with ``min_approvals`` > 1 into ``approved`` while fewer distinct people
@@ -12,15 +12,15 @@ pending for this release's replicas. A trigger changes no table: safe for a roll
 On SQLite, a later migration that recreates ``approvals`` (batch mode "move and copy")
 drops the trigger: recreate it there (tests/test_quorum_guard.py checks it at head).
 
-Revision ID: 0016_review3
-Revises: 0010_edits
+Revision ID: 0014_quorum_guard
+Revises: 0013_edits
 Create Date: 2026-11-30
 """
 
 from alembic import op
 
-revision = "0016_review3"
-down_revision = "0010_edits"
+revision = "0014_quorum_guard"
+down_revision = "0013_edits"
 branch_labels = None
 depends_on = None
 

@@ -5,16 +5,16 @@
 All nullable: approvals no rule chose, and the previous release, which does not know the
 columns, keep working against the upgraded database.
 
-Revision ID: 0008_rules
-Revises: 0012_reach
+Revision ID: 0010_rules
+Revises: 0009_reach
 Create Date: 2026-11-30
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_rules"
-down_revision = "0012_reach"
+revision = "0010_rules"
+down_revision = "0009_reach"
 branch_labels = None
 depends_on = None
 
