@@ -77,6 +77,30 @@ def field_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str,
     return errors
 
 
+def edit_errors(
+    schema: dict[str, Any], proposed: dict[str, Any], arguments: dict[str, Any]
+) -> dict[str, str]:
+    """Every reason ``arguments`` cannot replace ``proposed``, by top-level argument name
+    ("" for the whole): checked over the stored form, the one the tool runs with (NaN
+    becomes "NaN"). The modal's check and :meth:`EditSettling.edit_and_approve`'s, so an
+    edit the modal accepts is not refused after it closed."""
+    from bot.gate import MAX_ARGUMENT_DEPTH, too_deep  # the gate builds on this module
+
+    if not isinstance(arguments, dict):
+        return {"": "the arguments must be a JSON object"}
+    deep = [name for name, value in arguments.items() if too_deep(value, MAX_ARGUMENT_DEPTH - 1)]
+    if deep or too_deep(arguments, MAX_ARGUMENT_DEPTH):
+        return {(deep[0] if deep else ""): f"nested more than {MAX_ARGUMENT_DEPTH} levels deep"}
+    edited = storable(arguments)
+    if errors := unknown_arguments(schema, proposed, edited):
+        return errors
+    if errors := field_errors(schema, edited):
+        return errors
+    if problem := argument_error(schema, edited):  # belt and braces
+        return {"": problem}
+    return {}
+
+
 def unknown_arguments(
     schema: dict[str, Any], proposed: dict[str, Any], edited: dict[str, Any]
 ) -> dict[str, str]:
@@ -279,22 +303,9 @@ class EditSettling:
                 f"The tool {approval.tool_name} is no longer configured; it cannot be edited.",
                 approval,
             )
-        if not isinstance(arguments, dict):
-            raise InvalidEdit({"": "the arguments must be a JSON object"}, approval)
-        from bot.gate import MAX_ARGUMENT_DEPTH, too_deep  # the gate builds on this module
-
-        if too_deep(arguments, MAX_ARGUMENT_DEPTH):
-            raise InvalidEdit(
-                {"": f"the arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"},
-                approval,
-            )
+        if errors := edit_errors(tool.input_schema, approval.arguments, arguments):
+            raise InvalidEdit(errors, approval)
         edited = storable(arguments)
-        if errors := unknown_arguments(tool.input_schema, approval.arguments, edited):
-            raise InvalidEdit(errors, approval)
-        if errors := field_errors(tool.input_schema, edited):
-            raise InvalidEdit(errors, approval)
-        if problem := argument_error(tool.input_schema, edited):  # belt and braces
-            raise InvalidEdit({"": problem}, approval)
         policy = effective_policy(self.config, approval, edited)
         if policy.approval == "deny":
             message = getattr(policy, "message", None) or "its policy denies it"

@@ -193,6 +193,17 @@ def _typed(form: Form, block_id: str) -> str | None:
     return text if isinstance(text, str) and text.strip() else None
 
 
+def _not_a_number(word: str) -> Any:
+    raise ValueError(f"{word} is not a JSON number; use a finite number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text[:20]} is too large; use a finite number")
+    return number
+
+
 def _parse(kind: str, text: str) -> Any:
     """A typed value from its text; ValueError with a message for people."""
     stripped = text.strip()
@@ -218,7 +229,9 @@ def _parse(kind: str, text: str) -> Any:
             return False
         raise ValueError("Enter true or false.")
     try:
-        return json.loads(stripped)
+        # JSON has no NaN or Infinity (and reads 1e400 as infinity): they would be stored,
+        # and run, as the strings "NaN" and "Infinity" (storage.values), not as typed.
+        return json.loads(stripped, parse_constant=_not_a_number, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"Not valid JSON: {exc}"[:ERROR_LIMIT]) from None
 

@@ -19,7 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.clock import utcnow
 from bot.decisions import Decision, describe_status
-from bot.edits import changes_text, field_errors
+from bot.edits import changes_text, edit_errors
 from bot.runner import NotAllowed, ensure_may_decide
 from handlers import edit_blocks
 from handlers.blocks import escape
@@ -140,7 +140,8 @@ def register(app: AsyncApp, services: Services) -> None:
         form = _nested(view, "state", "values")
         arguments, errors = edit_blocks.read_form(approval, schema, form)
         if not errors:
-            errors = edit_blocks.errors_by_block(approval, schema, field_errors(schema, arguments))
+            problems = edit_errors(schema, approval.arguments, arguments)
+            errors = edit_blocks.errors_by_block(approval, schema, problems)
         if errors:
             await ack(response_action="errors", errors=errors)
             return

@@ -387,3 +387,30 @@ async def test_a_malformed_edit_submission_gets_an_answer_and_changes_nothing(
     assert approval is not None and approval.status == "pending"
     assert approval.edited_arguments is None
     assert executed("scale_service") == []
+
+
+async def test_json_a_person_types_is_checked_in_the_modal_as_it_would_run(
+    slack: Harness, repo: Repository
+) -> None:
+    """NaN, Infinity, 1e400 (which JSON reads as infinity) and nesting past the gate's limit
+    pass json.loads and a schema check of the raw value, but not the stored form the tool
+    runs with: the modal says so, instead of closing and refusing (or running "Infinity")."""
+    await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    [card] = slack.cards()
+    view = await open_edit(slack, "U0APPROVER1", card)
+    approval_id = view.view["private_metadata"]
+    deep = '{"a": ' * 150 + "1" + "}" * 150
+    for labels in ('{"a": NaN}', '{"a": Infinity}', '{"a": 1e400}', '{"a": [-Infinity]}', deep):
+        reply = await slack.server.submit_view(
+            "U0APPROVER1", view.id, form(service="web", replicas="3", labels=labels)
+        )
+        assert reply.status == 200 and reply.body not in ("", "null"), labels[:40]
+        answer = json.loads(reply.body)
+        assert answer["response_action"] == "errors"
+        assert set(answer["errors"]) == {"edit_arg:labels"}, answer
+        assert not slack.server.views[view.id].closed
+    await slack.settle()
+    approval = await repo.get_approval(approval_id)
+    assert approval is not None and approval.status == "pending"
+    assert approval.edited_arguments is None
+    assert executed("scale_service") == []
