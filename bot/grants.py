@@ -76,6 +76,13 @@ def effective_policy(
     return resolved
 
 
+def approved_arguments(approval: Approval) -> dict[str, Any]:
+    """The arguments a decision on ``approval`` approves, the ones that run: an approver's
+    edit (bot.edits) replaces the proposed ones, which a grant must then never cover."""
+    edited = getattr(approval, "edited_arguments", None)
+    return approval.arguments if edited is None else edited
+
+
 def grant_refusal(policy: Policy | None, approval: Approval) -> str | None:
     """Why no grant may come with a decision on ``approval`` under ``policy`` now, or None."""
     tool = approval.tool_name
@@ -85,7 +92,7 @@ def grant_refusal(policy: Policy | None, approval: Approval) -> str | None:
         # A grant is scoped to a Slack thread; a run from the command line has none.
         return f"This `{tool}` call is not in a Slack thread: no grant can cover later calls."
     effective = effective_policy(
-        policy, approval.arguments, requester=approval.requester, channel=approval.channel
+        policy, approved_arguments(approval), requester=approval.requester, channel=approval.channel
     )
     if effective.approval != "required":
         return f"`{tool}` is not asked about this way any more: no grant can cover it."
@@ -128,7 +135,7 @@ async def approve_and_grant(
     draft = GrantDraft(
         id=new_grant_id(),
         duration=duration,
-        payload_scope=arguments_hash(approval.arguments) if same_arguments else None,
+        payload_scope=arguments_hash(approved_arguments(approval)) if same_arguments else None,
         grantor_groups=sorted(set(actor_groups) & set(approval.approvers)),
     )
     decision = await runner.decide(

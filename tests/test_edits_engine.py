@@ -282,3 +282,37 @@ async def test_an_edit_under_quorum_is_voted_on_afresh(repo: Repository) -> None
     assert last.resume_claimed
     await runner.resume(outcome.run_id)
     assert executed("restart_service") == [{"service": "db"}]
+
+
+async def test_a_same_arguments_grant_on_an_edited_call_binds_the_edited_arguments(
+    repo: Repository,
+) -> None:
+    """An edit that crosses a rule waits for the stricter approver; their Approve with a
+    "same arguments" grant covers the call that ran (the edited one), never the proposed
+    arguments the editor rejected, and the grant is checked against the edited call's policy."""
+    from bot.grants import approve_and_grant
+
+    rules = [{"when": "args.service == 'db'", "approvers": ["U0LEAD"]}]
+    policy = {"approvers": ["U0APPROVER1"], "allow_edit": True, "grant_max": "1h", "rules": rules}
+    config = make_config(policies={**BASE_CONFIG["policies"], "restart_service": policy})
+    runner = Runner(repo, config, worker_id="worker-a")
+    outcome = await runner.start(request(calls(("restart_service", {"service": "api"}))))
+    (approval,) = outcome.new_approvals
+    edited = await runner.edit_and_approve(
+        approval.id, actor="U0APPROVER1", arguments={"service": "db"}
+    )
+    assert edited.approval.status == "pending" and edited.approval.approvers == ["U0LEAD"]
+    decision, _ = await approve_and_grant(
+        runner, approval.id, actor="U0LEAD", duration=timedelta(hours=1), same_arguments=True
+    )
+    assert decision.resume_claimed
+    await runner.resume(outcome.run_id)
+    assert executed("restart_service") == [{"service": "db"}]
+
+    # The edited arguments again: the grant covers them, nobody is asked.
+    again = await runner.start(request(calls(("restart_service", {"service": "db"}))))
+    assert again.status == "completed" and not again.new_approvals, again
+    # The proposed arguments the editor replaced: not covered, a person is asked.
+    proposed = await runner.start(request(calls(("restart_service", {"service": "api"}))))
+    assert proposed.status == "paused" and proposed.new_approvals, proposed
+    assert executed("restart_service") == [{"service": "db"}, {"service": "db"}]
