@@ -131,6 +131,14 @@ def register(app: AsyncApp, services: Services) -> None:
                 errors={_first(view): "That approval does not belong to this workspace."},
             )
             return
+        if not edit_blocks.editable(approval):
+            # A submission naming another approval (the modal only opens on editable ones):
+            # refused here too, not after the modal closed.
+            await ack(
+                response_action="errors",
+                errors={_first(view): _short(NOT_EDITABLE.removeprefix(":no_entry: "))},
+            )
+            return
         schema = _schema_of(services, approval)
         if approval.status != "pending" or schema is None:
             # Nothing changes; the form stays open saying why ("Already approved by @bo").

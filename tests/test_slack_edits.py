@@ -414,3 +414,28 @@ async def test_json_a_person_types_is_checked_in_the_modal_as_it_would_run(
     assert approval is not None and approval.status == "pending"
     assert approval.edited_arguments is None
     assert executed("scale_service") == []
+
+
+async def test_a_forged_edit_of_an_approval_that_is_not_editable_is_answered_in_the_modal(
+    slack: Harness, repo: Repository
+) -> None:
+    """A submission naming an approval whose policy does not allow edits gets the reason in
+    the modal (not an empty answer that closes it, then a refusal elsewhere): nothing changes."""
+    await slack.mention("U0REQUESTER", calls("restart_service", {"service": "api"}))
+    await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    restart, scale = slack.cards()
+    view = await open_edit(slack, "U0APPROVER1", scale)
+    payload = slack.server.submission_payload("U0APPROVER1", view.id, form(service="api"))
+    restart_id = next(e["value"] for _, e in restart.buttons())
+    payload["view"]["private_metadata"] = restart_id
+    reply = await slack.server.send_raw(
+        urlencode({"payload": json.dumps(payload)}).encode(),
+        "application/x-www-form-urlencoded",
+    )
+    assert reply.status == 200 and reply.body not in ("", "null")
+    [why] = json.loads(reply.body)["errors"].values()
+    assert "allow_edit" in why
+    await slack.settle()
+    after = await repo.get_approval(restart_id)
+    assert after is not None and after.status == "pending" and after.edited_arguments is None
+    assert executed("restart_service") == []
