@@ -285,7 +285,8 @@ def errors_by_block(
             block = FIELD_PREFIX + next(iter(fields))
         else:
             block = WHOLE_BLOCK
-        text = message if block == FIELD_PREFIX + name or fields is None else f"{name}: {message}"
+        own = block == FIELD_PREFIX + name or fields is None or not name
+        text = message if own else f"{name}: {message}"
         blocks.setdefault(block, text[:ERROR_LIMIT])
     return blocks
 

@@ -207,6 +207,9 @@ def test_the_form_reads_back_typed_values_and_says_what_is_wrong() -> None:
     by_block = edit_blocks.errors_by_block(approval, SCHEMA, schema_errors)
     assert set(by_block) == {"edit_arg:replicas", "edit_arg:env"}
     assert "99 is greater than the maximum of 50" in by_block["edit_arg:replicas"]
+    # An error about the whole call shows on the first input as it is, not as ": …".
+    whole = edit_blocks.errors_by_block(approval, SCHEMA, {"": "nested too deep"})
+    assert whole == {edit_blocks.FIELD_PREFIX + "service": "nested too deep"}
 
 
 def test_a_schema_without_properties_is_edited_as_one_json_object() -> None:
