@@ -189,6 +189,11 @@ async def test_the_other_replica_finishes_what_a_killed_one_decided(takeover: De
             bot_url=(doomed if alive else survivor).events_url,
         )
         assert clicked.status == 200
+        if i < 2:
+            # The doomed replica's earlier runs finish before the click it dies on: the kill
+            # must land in the decision window under test, not in one of these runs (a kill
+            # between a tool and its recorded result rightly answers "outcome unknown").
+            await deployment.answer(asked.message.ts, f"restarted svc{i}")
         if i == 2:
             await deployment.crashed_at(doomed, "decision_stored")
 
