@@ -79,7 +79,10 @@ async def approve_slow_restart(served: ServedBot, log: Path, seconds: float) -> 
 
 
 async def until_refused(url: str) -> None:
-    async with aiohttp.ClientSession() as session:
+    # A new connection per try: the port closing is what is asked. A kept-alive connection
+    # opened before the signal may still be served its requests during the grace.
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as session:
         for _ in range(200):
             try:
                 async with session.get(f"{url}/healthz"):
