@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot.policy import refusal_reason
-from storage.models import Approval
-from storage.repository import ExpiryOutcome
+
+if TYPE_CHECKING:
+    # Annotations only: `runs show` and `waits list` describe waits without SQLAlchemy.
+    from storage.models import Approval
+    from storage.repository import ExpiryOutcome
 
 
 class DecisionRefused(Exception):

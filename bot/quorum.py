@@ -7,8 +7,12 @@ lets them decide a call that needs one approval); an allowed Deny still ends the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bot.decisions import DecisionRefused, NotAllowed
-from storage.models import Approval
+
+if TYPE_CHECKING:
+    from storage.models import Approval
 
 
 class AlreadyApproved(DecisionRefused):

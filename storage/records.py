@@ -7,10 +7,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from storage.models import Approval, Run
 from storage.values import storable
+
+if TYPE_CHECKING:
+    from storage.models import Approval, Run
 
 FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
 ACTIVE_RUN_STATUSES = ("running", "resuming")

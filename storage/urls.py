@@ -13,9 +13,10 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 EXAMPLES = "sqlite:///path/to/approval-bot.db or postgresql://user@host/database"
 # What a PostgreSQL URL may say after "?": libpq's sslmode (asyncpg calls it ssl), whose
@@ -25,6 +26,10 @@ SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"
 POSTGRES_OPTIONS = ("sslmode", "ssl")
 # user:password@ in a URL too broken to parse: the password is still hidden.
 _PASSWORD = re.compile(r"(://[^/?#@:]*:)[^@/?#]*@")
+# A SQLite URL that names a file and nothing else (the common case): read without SQLAlchemy,
+# whose import is most of a read-only command's start-up. No query, escapes, user or port:
+# anything else goes through SQLAlchemy's parser (tests/test_cli_reads.py compares the two).
+_PLAIN_SQLITE = re.compile(r"sqlite(?:\+[A-Za-z0-9_]+)?:///([^?#%@:]+)")
 
 
 class DatabaseUnavailable(Exception):
@@ -41,6 +46,9 @@ def parse_database_url(url: str) -> URL:
     Accepted: ``sqlite://`` URLs (any driver name; the file path is not checked here) and
     ``postgresql://`` or ``postgres://`` URLs (any driver name; asyncpg is used).
     """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
@@ -74,7 +82,15 @@ def parse_database_url(url: str) -> URL:
 
 def check_database_url(url: str) -> None:
     """Raise ValueError, with one sentence for people, unless the URL is one we can use."""
-    parse_database_url(url)
+    if plain_sqlite_path(url) is None:
+        parse_database_url(url)
+
+
+def plain_sqlite_path(url: str) -> str | None:
+    """The file of a SQLite URL that names a file and nothing else (``sqlite:///x.db``, any
+    driver), as SQLAlchemy reads it; None for any other URL (``:memory:``, a query…)."""
+    match = _PLAIN_SQLITE.fullmatch(url)
+    return match[1] if match and match[1] != ":memory:" else None
 
 
 def normalize_url(url: str) -> str:
@@ -99,6 +115,9 @@ def normalize_url(url: str) -> str:
 
 def safe_url(url: str | URL) -> str:
     """The URL to show people: the password hidden."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         parsed = make_url(url) if isinstance(url, str) else url
     except (ArgumentError, ValueError):
@@ -109,6 +128,8 @@ def safe_url(url: str | URL) -> str:
 @contextlib.contextmanager
 def reporting_unavailable(url: str) -> Iterator[None]:
     """Turn a driver's failure to connect (or to create the schema) into DatabaseUnavailable."""
+    from sqlalchemy.exc import DBAPIError
+
     try:
         yield
     except (OSError, sqlite3.Error, DBAPIError) as exc:
@@ -119,6 +140,9 @@ def reporting_unavailable(url: str) -> Iterator[None]:
 
 def describe_open_failure(url: str, exc: BaseException) -> str:
     """The driver's reason, in one line, with the likely fix where we know it."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, DBAPIError
+
     original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     lines = str(original).strip().splitlines()
     reason = lines[0] if lines else "timed out" if isinstance(original, TimeoutError) else ""

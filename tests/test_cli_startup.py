@@ -1,7 +1,8 @@
 """What a read-only command imports (not how long it takes: bench/cli_startup.py measures).
 
 ``approvals list``, ``runs show``, ``waits list`` and ``audit export`` need neither the tools
-(llm), nor Alembic when the schema is at head, nor SQLAlchemy's async layer."""
+(llm), nor Alembic when the schema is at head, nor SQLAlchemy's async layer; on a SQLite file
+at the schema's head they read through storage.reads and import no SQLAlchemy at all."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from tests.serve_process import ROOT
 
-HEAVY = ("llm", "alembic", "slack_sdk", "sqlalchemy.ext.asyncio", "openai")
+HEAVY = ("llm", "alembic", "slack_sdk", "sqlalchemy.ext.asyncio", "openai", "sqlalchemy")
 CONFIG = (
     'model = "scripted"\ntools = ["tests.ops_tools:restart_service"]\n'
     '[policies.restart_service]\napprovers = ["U0APPROVER1"]\n'
@@ -43,14 +44,17 @@ def imported_after(argv: list[str], tmp_path: Path) -> set[str]:
     "command",
     [
         ["approvals", "list"],
+        ["approvals", "list", "--json"],
         ["runs", "show", "run_missing"],
         ["waits", "list"],
+        ["waits", "list", "--json"],
         ["audit", "export", "--since", "2026-01-01"],
+        ["audit", "export", "--since", "2026-01-01", "--format", "csv"],
     ],
 )
 def test_read_commands_import_nothing_heavy(tmp_path: Path, command: list[str]) -> None:
     (tmp_path / "bot.toml").write_text(CONFIG)
     cfg = ["--config", str(tmp_path / "bot.toml")]
     # The database made (and migrated) first: Alembic runs then, and only then.
-    assert "alembic" in imported_after([*cfg, "db", "upgrade"], tmp_path)
+    assert {"alembic", "sqlalchemy"} <= imported_after([*cfg, "db", "upgrade"], tmp_path)
     assert imported_after([*cfg, *command], tmp_path) == set()

@@ -28,6 +28,7 @@ from bot.terminal import terminal_safe_output
 
 if TYPE_CHECKING:
     from bot.config import Config
+    from storage.reads import SQLiteReads
     from storage.repository import Repository
 
 Command = Callable[["Repository", "Config", argparse.Namespace], Awaitable[int]]
@@ -149,10 +150,14 @@ def _main(args: argparse.Namespace) -> int:
             print(f"approval-bot: {problem}", file=sys.stderr)
             return EXIT_USAGE
     command = command_for(key)
-    from storage.repository import DatabaseUnavailable
+    from storage.urls import DatabaseUnavailable
 
     try:
-        code = asyncio.run(_interruptible(config, lambda repo: command(repo, config, args)))
+        code = asyncio.run(
+            _interruptible(
+                config, lambda repo: command(repo, config, args), read_only=key in READ_ONLY
+            )
+        )
     except DatabaseUnavailable as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -183,12 +188,14 @@ def _subcommand(args: argparse.Namespace) -> str:
     return getattr(args, f"{args.command}_command", "") or ""
 
 
-async def _interruptible(config: Config, body: Callable[[Repository], Awaitable[int]]) -> int:
+async def _interruptible(
+    config: Config, body: Callable[[Repository], Awaitable[int]], *, read_only: bool = False
+) -> int:
     """Run a command the way serve stops: the first Ctrl-C or SIGTERM lets the work in
     flight (an approved tool running) finish and be recorded within ``shutdown_grace``; a
     second one, or the end of the grace, stops at once and releases this process's leases."""
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(with_repository(config, body))
+    task = asyncio.ensure_future(with_repository(config, body, read_only=read_only))
     grace = config.shutdown_grace.total_seconds()
     signals = 0
 
@@ -215,7 +222,19 @@ async def _interruptible(config: Config, body: Callable[[Repository], Awaitable[
         return EXIT_INTERRUPTED
 
 
-async def with_repository(config: Config, body: Callable[[Repository], Awaitable[int]]) -> int:
+async def with_repository(
+    config: Config, body: Callable[[Repository], Awaitable[int]], *, read_only: bool = False
+) -> int:
+    """``body`` with the repository; ``read_only`` (commands that only read) on a SQLite
+    file at the schema's head: with storage.reads instead, which needs no SQLAlchemy."""
+    if read_only and (reads := _sqlite_reads(config.database_url)) is not None:
+        try:
+            return await body(reads)  # type: ignore[arg-type]  # the methods reads call
+        except asyncio.CancelledError:
+            _say_interrupted(0)  # a read holds no lease
+            return EXIT_INTERRUPTED
+        finally:
+            await reads.close()
     from bot.cli.common import worker_id
     from bot.clock import utcnow
     from storage.repository import Repository
@@ -225,12 +244,26 @@ async def with_repository(config: Config, body: Callable[[Repository], Awaitable
         return await body(repo)
     except asyncio.CancelledError:
         released = await repo.release_leases(worker_id(), now=utcnow())
-        print(
-            f"approval-bot: interrupted; released {len(released)} run(s) for a bot or "
-            "`approval-bot runs recover` to carry on (a tool cut off mid-call is reported "
-            "outcome unknown, never run again)",
-            file=sys.stderr,
-        )
+        _say_interrupted(len(released))
         return EXIT_INTERRUPTED
     finally:
         await repo.close()
+
+
+def _sqlite_reads(database_url: str) -> SQLiteReads | None:
+    from storage.urls import plain_sqlite_path
+
+    if (path := plain_sqlite_path(database_url)) is None:
+        return None
+    from storage.reads import open_reads
+
+    return open_reads(path)
+
+
+def _say_interrupted(released: int) -> None:
+    print(
+        f"approval-bot: interrupted; released {released} run(s) for a bot or "
+        "`approval-bot runs recover` to carry on (a tool cut off mid-call is reported "
+        "outcome unknown, never run again)",
+        file=sys.stderr,
+    )

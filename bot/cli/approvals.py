@@ -19,7 +19,7 @@ from bot.cli.output import (
 from bot.cli.parser import EXIT_OK, EXIT_REFUSED
 from bot.clock import utcnow
 from bot.quorum import progress
-from storage.repository import PendingFilter
+from storage.records import PendingFilter
 
 if TYPE_CHECKING:
     from bot.config import Config

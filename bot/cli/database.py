@@ -34,16 +34,20 @@ NEEDS_A_DATABASE = {
 def missing_database_file(database_url: str) -> str | None:
     """The path of a SQLite database file that does not exist, or None (it exists, it is in
     memory, or the database is a server: PostgreSQL databases are made by their admins)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from storage.urls import plain_sqlite_path
 
-    try:
-        url = make_url(database_url)
-    except ArgumentError:
-        return None  # Repository.open says what is wrong with it
-    if url.get_backend_name() != "sqlite" or url.query.get("mode") == "memory":
-        return None
-    path = url.database
+    path = plain_sqlite_path(database_url)
+    if path is None:  # any other URL: SQLAlchemy's parser says what it names
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(database_url)
+        except ArgumentError:
+            return None  # Repository.open says what is wrong with it
+        if url.get_backend_name() != "sqlite" or url.query.get("mode") == "memory":
+            return None
+        path = url.database
     if not path or path == ":memory:" or path.startswith("file:"):
         return None
     if os.path.exists(path) or not os.path.isdir(os.path.dirname(path) or "."):
