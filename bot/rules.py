@@ -50,8 +50,13 @@ def _functions() -> frozenset[str]:
 @functools.cache
 def _environment() -> celpy.Environment:
     """One environment (and so one lark parser) per process. cel-python is imported only
-    when a configuration has rules: building its parser takes most of a second."""
+    when a configuration has rules: building its parser takes most of a second, so it is
+    loaded from this user's cache when it can be (bot.cel_parser)."""
     import celpy
+
+    from bot.cel_parser import install_cached_parser
+
+    install_cached_parser()
 
     # cel-python raises the interpreter's recursion limit as it builds an environment; the
     # process's limit is not a library's to change (conditions are a line or two of config).

@@ -1,0 +1,100 @@
+"""cel-python's parser loaded from this user's cache (bot.cel_parser) reads every condition,
+and reports every error, exactly as cel-python's own parser built from its grammar."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+from celpy.celparser import CELParseError, CELParser
+
+from bot.cel_parser import CACHE_DIR_NAME, cache_dir, install_cached_parser
+from tests.serve_process import ROOT
+
+CONDITIONS = [
+    'args.env == "staging"',
+    'args.env == "prod" && args.replicas > 20',
+    'requester == "U0INTERN" || channel == "C0PUBLIC"',
+    'has(args.env) && args.env.startsWith("prod-") ? true : false',
+    "args.items.all(i, i.price < 100u) && size(args.items) >= 2",
+    'args.path.matches("^/srv/[a-z]+$") && !(args.n in [1, 2, 3])',
+    "args.amount / 100.0 > 2.5e3 || -args.delta < -1 || args.m % 7 == 0",
+    'b"bytes" == bytes(args.raw) && {"a": 1}["a"] == 1 && null == args.x',
+    "true && false || dyn(args.n) != 1 && type(args.n) == int",
+    "args.ü == '''multi\nline'''",
+]
+BROKEN = ["args.env ==", "args.(", "1 +* 2", 'args.env == "unterminated', "&& x", "a b", "args.§"]
+
+
+def parsed(parser: Any, text: str) -> tuple[str, Any]:
+    try:
+        tree = parser.parse(text)
+    except CELParseError as exc:
+        cause = exc.__context__
+        token = getattr(cause, "token", None)
+        return "error", (str(exc), exc.line, exc.column, repr(token), getattr(token, "type", None))
+    tokens = [(t.type, str(t), t.line, t.column) for t in tree.scan_values(lambda _: True)]
+    return tree.pretty(), tokens
+
+
+@pytest.fixture
+def own_parser() -> Iterator[None]:
+    """CELParser.CEL_PARSER is cel-python's per-process slot: put back as found."""
+    kept = CELParser.CEL_PARSER
+    yield
+    CELParser.CEL_PARSER = kept
+
+
+def test_cached_parser_reads_as_cel_pythons_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_parser: None
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    tree_class = celpy.InterpretedRunner.tree_node_class
+    CELParser.CEL_PARSER = None
+    own = CELParser(tree_class=tree_class)  # built from the grammar, as cel-python does
+    expected = {text: parsed(own, text) for text in CONDITIONS + BROKEN}
+    for _ in ("saved", "loaded"):
+        CELParser.CEL_PARSER = None
+        install_cached_parser()
+        assert CELParser.CEL_PARSER is not None
+        cached = CELParser(tree_class=tree_class)
+        assert {text: parsed(cached, text) for text in CONDITIONS + BROKEN} == expected
+    (saved,) = (tmp_path / CACHE_DIR_NAME).iterdir()  # one file, no temporary left
+    assert saved.suffix == ".parser"
+    assert all(kind == "error" for kind, _ in (expected[text] for text in BROKEN))
+
+
+def test_a_folder_others_may_write_is_not_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / CACHE_DIR_NAME
+    (tmp_path / CACHE_DIR_NAME).chmod(0o777)
+    assert cache_dir() is None
+
+
+def test_no_cache_folder_builds_the_parser_as_cel_python_does(tmp_path: Path) -> None:
+    """No home and no XDG_CACHE_HOME: a rule is still checked, its error still one line."""
+    (tmp_path / "bot.toml").write_text(
+        'tools = ["tests.ops_tools:restart_service"]\n[policies.restart_service]\n'
+        '[[policies.restart_service.rules]]\nwhen = "args.env =="\napproval = "never"\n'
+    )
+    env = {"PATH": os.environ["PATH"], "DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "--config", str(tmp_path / "bot.toml"), "waits", "list"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "policies.restart_service.rules[0].when: line 1, column" in done.stderr, done.stderr
+    assert "the expression ends too early" in done.stderr
