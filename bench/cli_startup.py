@@ -4,6 +4,8 @@ Each command runs ``--runs`` times as a fresh process (``python -m bot.cli``), a
 script would run it, against a SQLite database made once beforehand with ``db upgrade``, so
 the figure is start-up (imports, configuration, opening the database) plus the command's own
 small query. The interpreter's own start (``python -c pass``) is measured beside it.
+"(rules)" runs the command with a configuration that has a rule on arguments, whose CEL
+condition is parsed (and so cel-python's parser built) at every start.
 
 ``--root DIR`` measures another checkout of the project (e.g. ``git archive COMMIT | tar -x
 -C DIR``) with the same interpreter, to compare before and after a change.
@@ -25,6 +27,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = 'model = "demo"\ntools = ["playground.demo:get_status"]\n'
+RULES = (
+    '[policies.get_status]\napprovers = ["U0APPROVER1"]\n'
+    '[[policies.get_status.rules]]\nwhen = \'args.service == "db"\'\napproval = "never"\n'
+)
 COMMANDS: dict[str, list[str]] = {
     "python -c pass": [],
     "--help": ["--help"],
@@ -32,6 +38,9 @@ COMMANDS: dict[str, list[str]] = {
     "runs show ID": ["runs", "show", "run_missing"],
     "approvals list --json": ["approvals", "list", "--json"],
     "audit export": ["audit", "export", "--since", "2026-01-01"],
+    "waits list": ["waits", "list"],
+    "grants list": ["grants", "list"],
+    "approvals list (rules)": ["approvals", "list"],
 }
 
 
@@ -53,6 +62,7 @@ def main() -> None:
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="approval-bot-cli-startup-"))
     (work / "bot.toml").write_text(CONFIG)
+    (work / "rules.toml").write_text(CONFIG + RULES)
     env = {
         **os.environ,
         "PYTHONPATH": str(options.root.resolve()),
@@ -66,6 +76,8 @@ def main() -> None:
     print(f"{'command':<24}{'median':>8}{'min':>8}{'max':>8}{'cpu med':>9}")
     for name, args in COMMANDS.items():
         argv = [sys.executable, "-c", "pass"] if not args else [*cli, *args]
+        if "(rules)" in name:
+            argv = [*cli[:3], "--config", str(work / "rules.toml"), *args]
         timed_run(argv, work, env)  # the first run warms the page cache and writes .pyc files
         runs = [timed_run(argv, work, env) for _ in range(options.runs)]
         times, cpu = [wall for wall, _ in runs], statistics.median(c for _, c in runs)
