@@ -1,12 +1,14 @@
 """The read-only commands' reads on SQLite, through the stdlib ``sqlite3`` alone.
 
-Why this exists: ``approvals list``, ``runs show``, ``waits list`` and ``audit export`` are
-run by people and scripts, often in a loop, and importing SQLAlchemy (the engine, the ORM and
-the models) was most of their start-up (~0.3 s of ~0.9 s). These reads need none of it: a
-file, a few SELECTs and plain rows. :class:`SQLiteReads` answers the few repository methods
-those commands call, with the same SQL and the same values (JSON, times and booleans converted
-as :mod:`storage.rows` converts them), so the commands' code prints the same bytes on either
-(tests/test_cli_reads.py runs both on one seeded database and compares).
+Why this exists: ``approvals list``, ``runs show``, ``waits list``, ``grants list`` and
+``audit export`` are run by people and scripts, often in a loop, and importing SQLAlchemy (the
+engine, the ORM and the models) was most of their start-up (~0.3 s of ~0.9 s). These reads
+need none of it: a file, a few SELECTs and plain rows. :class:`SQLiteReads` answers the few
+repository methods those commands call, with the same SQL and the same values (JSON, times
+and booleans converted as :mod:`storage.rows` converts them), so the commands' code prints
+the same bytes on either (tests/test_cli_reads.py runs both on one seeded database and
+compares). The one write among them, ``grants list`` auditing a grant's expiry, is left to
+the Repository (:class:`NeedsRepository`).
 
 It only ever reads a database whose schema is at this release's head: :func:`open_reads`
 returns None for anything else (an older schema, a newer one, no ``alembic_version``, a file
@@ -62,6 +64,14 @@ _KINDS: dict[str, dict[str, str]] = {
         "edited_at": "datetime",
     },
     "audit_events": {"at": "datetime", "detail": "json"},
+    "grants": {
+        "grantor_groups": "json",
+        "created_at": "datetime",
+        "expires_at": "datetime",
+        "revoked_at": "datetime",
+        "last_used_at": "datetime",
+        "expiry_noticed_at": "datetime",
+    },
 }
 _CONVERT = {"json": json.loads, "datetime": datetime.fromisoformat, "bool": bool}
 
@@ -74,6 +84,11 @@ AUDIT_PAGE = (
     "LEFT JOIN runs r ON r.id = a.run_id "
     "WHERE a.id > :after AND a.at >= :since AND a.at < :until ORDER BY a.id LIMIT :limit"
 )
+
+
+class NeedsRepository(Exception):
+    """The command has something to write after all (a grant's expiry to audit): it is run
+    on the Repository instead, before it has printed anything."""
 
 
 class Row:
@@ -186,6 +201,24 @@ class SQLiteReads:
             team_id, channel = row.__dict__.pop("run_team_id"), row.__dict__.pop("run_channel")
             page.append(ExportedRow(row, team_id or "", channel or ""))
         return page
+
+    async def notice_expired_grants(self, *, now: datetime) -> list[Row]:
+        """Nothing to notice, so nothing to write; else NeedsRepository (``grants list``
+        audits each grant's expiry once, which is the Repository's to write)."""
+        sql = (
+            "SELECT 1 FROM grants WHERE expiry_noticed_at IS NULL AND revoked_at IS NULL "
+            "AND expires_at <= :now LIMIT 1"
+        )
+        if self.connection.execute(sql, _bound({"now": now})).fetchone() is not None:
+            raise NeedsRepository("an expired grant's expiry is not audited yet")
+        return []
+
+    async def list_grants(
+        self, *, now: datetime, live_only: bool = True, limit: int = 100
+    ) -> list[Row]:
+        where = " WHERE revoked_at IS NULL AND expires_at > :now" if live_only else ""
+        sql = f"SELECT * FROM grants{where} ORDER BY created_at DESC, id DESC LIMIT :limit"
+        return self._rows("grants", sql, {"now": now, "limit": limit})
 
     def _rows(self, table: str, sql: str, params: Mapping[str, Any]) -> list[Row]:
         cursor = self.connection.execute(sql, _bound(params))

@@ -5,6 +5,7 @@ arguments, audit events. Also: when the read path is taken, and the URLs it read
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import sqlite3
@@ -17,13 +18,14 @@ import pytest
 from sqlalchemy import JSON, Boolean, DateTime
 from sqlalchemy.engine import make_url
 
+from bot.cli import main
 from bot.cli.app import READ_ONLY, command_for
 from bot.cli.parser import build_parser
 from bot.clock import utcnow
 from bot.config import load_config
 from storage import migrate, reads
-from storage.models import Approval, AuditEvent, Run
-from storage.reads import open_reads
+from storage.models import Approval, AuditEvent, Grant, Run
+from storage.reads import NeedsRepository, open_reads
 from storage.repository import Repository
 from storage.urls import plain_sqlite_path
 from tests.conftest import fresh_postgres_database
@@ -175,6 +177,43 @@ def records() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return runs, approvals
 
 
+def grant_row(grant_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": grant_id,
+        "team_id": "T1",
+        "channel": "C1",
+        "thread_ts": "17000.01",
+        "tool_name": "restart_service",
+        "payload_scope": None,
+        "grantor": "U0APPROVER1",
+        "grantor_groups": '["S0OPS"]',
+        "approval_id": "apr_010",
+        "run_id": "run_02",
+        "created_at": T0,
+        "expires_at": LATER,
+        "revoked_at": None,
+        "revoked_by": None,
+        "last_used_at": None,
+        "expiry_noticed_at": None,
+        **extra,
+    }
+
+
+GRANTS = [
+    grant_row("grt_01", last_used_at=T0 + timedelta(minutes=5)),
+    grant_row("grt_02", payload_scope="ab" * 32, thread_ts="17000.ü", created_at=T0 + timedelta(1)),
+    grant_row("grt_03", revoked_at=T0 + timedelta(minutes=9), revoked_by="U0APPROVER1"),
+    grant_row("grt_04", expires_at=T0 + timedelta(hours=1)),  # expired (noticed in seed)
+]
+
+
+async def insert_grant(repo: Repository, row: dict[str, Any]) -> None:
+    columns = ", ".join(row)
+    await repo.execute_sql(
+        f"INSERT INTO grants ({columns}) VALUES ({', '.join(f':{c}' for c in row)})", row
+    )
+
+
 async def seed(url: str) -> None:
     repo = await Repository.open(url)
     try:
@@ -190,6 +229,9 @@ async def seed(url: str) -> None:
                 approval=approval,
                 now=T0 + timedelta(minutes=n),
             )
+        for grant in GRANTS:
+            await insert_grant(repo, grant)
+        assert len(await repo.notice_expired_grants(now=T0 + timedelta(hours=2))) == 1
         assert await repo.cancel_run(
             "run_05", reason="by U0REQUESTER ✗", actor="U0REQUESTER", now=T0 + timedelta(hours=1)
         )
@@ -209,6 +251,9 @@ COMMANDS = [
     ["runs", "show", "run_missing"],
     ["waits", "list"],
     ["waits", "list", "--json"],
+    ["grants", "list"],
+    ["grants", "list", "--all"],
+    ["grants", "list", "--all", "--json"],
     ["audit", "export", "--since", "2026-01-01"],
     ["audit", "export", "--since", "2026-01-01", "--format", "csv"],
     ["audit", "export", "--since", "2026-03-01T09:31:00Z", "--until", "2026-03-02"],
@@ -268,6 +313,35 @@ async def test_read_commands_print_the_same_on_both_paths(
         assert "by Ada Lövelace" in run
 
 
+async def test_grants_list_with_an_expiry_to_audit_is_the_repositorys(
+    seeded: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``grants list`` audits each grant's expiry once: the read path hands that to the
+    Repository, before printing anything, and reads again once it is audited."""
+    repo = await Repository.open(seeded)
+    try:
+        await insert_grant(repo, grant_row("grt_05", expires_at=T0 + timedelta(hours=3)))
+    finally:
+        await repo.close()
+    fast = open_reads(str(tmp_path / "bot.db"))
+    assert fast is not None
+    with pytest.raises(NeedsRepository):
+        await fast.notice_expired_grants(now=utcnow())
+    monkeypatch.setenv("DATABASE_URL", seeded)
+    cfg = ["--config", str(tmp_path / "bot.toml")]
+    for _ in range(2):
+        assert await asyncio.to_thread(main, [*cfg, "grants", "list", "--all"]) == 0
+        out = capsys.readouterr().out
+        assert "grt_05  restart_service  in C1/17000.01  by U0APPROVER1  expired at" in out
+    assert await fast.notice_expired_grants(now=utcnow()) == []
+    trail = await fast.audit_trail(run_id="run_02")
+    assert [e.detail["grant_id"] for e in trail if e.event == "grant_expired"] == [
+        "grt_04",
+        "grt_05",
+    ]
+    await fast.close()
+
+
 async def test_the_read_path_reads_only_a_schema_at_head(tmp_path: Path) -> None:
     """An older or unknown schema, no schema, or no file: None, and the Repository (which
     migrates, warns or says what is wrong, as before) is used instead."""
@@ -295,7 +369,7 @@ def test_head_revisions_are_alembics_own() -> None:
 def test_converted_columns_match_the_models() -> None:
     """storage.reads converts exactly the columns whose model types storage.rows converts."""
     kinds = {JSON: "json", DateTime: "datetime", Boolean: "bool"}
-    for model in (Run, Approval, AuditEvent):
+    for model in (Run, Approval, AuditEvent, Grant):
         table = model.__table__
         expected = {
             column.name: kind

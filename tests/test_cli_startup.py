@@ -1,8 +1,9 @@
 """What a read-only command imports (not how long it takes: bench/cli_startup.py measures).
 
-``approvals list``, ``runs show``, ``waits list`` and ``audit export`` need neither the tools
-(llm), nor Alembic when the schema is at head, nor SQLAlchemy's async layer; on a SQLite file
-at the schema's head they read through storage.reads and import no SQLAlchemy at all."""
+``approvals list``, ``runs show``, ``waits list``, ``grants list`` and ``audit export`` need
+neither the tools (llm), nor Alembic when the schema is at head, nor SQLAlchemy's async layer;
+on a SQLite file at the schema's head they read through storage.reads and import no SQLAlchemy
+at all."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def imported_after(argv: list[str], tmp_path: Path) -> set[str]:
         ["runs", "show", "run_missing"],
         ["waits", "list"],
         ["waits", "list", "--json"],
+        ["grants", "list", "--all"],
         ["audit", "export", "--since", "2026-01-01"],
         ["audit", "export", "--since", "2026-01-01", "--format", "csv"],
     ],

@@ -66,6 +66,8 @@ READ_ONLY = {
     ("runs", "show"),
     ("waits", "list"),
     ("audit", "export"),
+    # It audits each grant's expiry once (storage.reads hands that case to the Repository).
+    ("grants", "list"),
 }
 
 
@@ -228,8 +230,12 @@ async def with_repository(
     """``body`` with the repository; ``read_only`` (commands that only read) on a SQLite
     file at the schema's head: with storage.reads instead, which needs no SQLAlchemy."""
     if read_only and (reads := _sqlite_reads(config.database_url)) is not None:
+        from storage.reads import NeedsRepository
+
         try:
             return await body(reads)  # type: ignore[arg-type]  # the methods reads call
+        except NeedsRepository:
+            pass  # it has something to write after all: on the Repository, below
         except asyncio.CancelledError:
             _say_interrupted(0)  # a read holds no lease
             return EXIT_INTERRUPTED
