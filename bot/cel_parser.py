@@ -42,9 +42,11 @@ def cache_dir() -> Path | None:
         info = folder.stat()
     except OSError:
         return None
-    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return None  # someone else could plant a pickle there
-    return folder
+    return folder if _only_mine(info) else None  # else someone could plant a pickle there
+
+
+def _only_mine(info: os.stat_result) -> bool:
+    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def install_cached_parser() -> None:
@@ -62,7 +64,14 @@ def install_cached_parser() -> None:
     python = f"{sys.version_info[0]}{sys.version_info[1]}"
     path = folder / f"cel-{version('cel-python')}-lark-{lark_version}-py{python}.parser"
     grammar = (Path(celpy.__file__).parent / "cel.lark").read_text()
-    fresh = not path.exists()
+    try:
+        fresh = False
+        if not _only_mine(path.stat()):
+            return  # cel-python builds its own
+    except FileNotFoundError:
+        fresh = True
+    except OSError:
+        return
     # A new file is written aside and moved into place, so another process never reads half.
     target = path.with_suffix(f".{os.getpid()}.tmp") if fresh else path
     # cel-python's own options (celpy.celparser.CELParser.__init__), for its default runner.

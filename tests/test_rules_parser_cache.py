@@ -79,6 +79,21 @@ def test_a_folder_others_may_write_is_not_trusted(
     assert cache_dir() is None
 
 
+def test_a_saved_parser_others_may_write_is_not_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_parser: None
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    CELParser.CEL_PARSER = None
+    install_cached_parser()
+    (saved,) = (tmp_path / CACHE_DIR_NAME).iterdir()
+    saved.write_bytes(b"planted")
+    saved.chmod(0o666)
+    CELParser.CEL_PARSER = None
+    install_cached_parser()
+    assert CELParser.CEL_PARSER is None  # not loaded: cel-python builds its own
+    assert saved.read_bytes() == b"planted"
+
+
 def test_no_cache_folder_builds_the_parser_as_cel_python_does(tmp_path: Path) -> None:
     """No home and no XDG_CACHE_HOME: a rule is still checked, its error still one line."""
     (tmp_path / "bot.toml").write_text(
