@@ -9,7 +9,7 @@ Two passes over steady cycles (after ``--warm`` untimed ones), on one database:
 2. **By module, under cProfile**: self time and calls per cycle, grouped by where the code
    lives (each of our modules; llm; SQLite's C calls; json; asyncio; other libraries).
    cProfile slows Python down several times more than C, so the shares are for ranking,
-   and the calls per cycle are the figure to compare between versions (they do not vary).
+   and the calls per cycle are the figure to compare between versions (they barely vary).
 
 Run: ``.venv/bin/python bench/cycle_profile.py [--cycles 400] [--warm 100] [--top 30]``
 """
