@@ -46,6 +46,15 @@ class AlreadyDecided(DecisionRefused):
     code = "already_decided"
 
 
+class StaleCopy(DecisionRefused):
+    """An Approve from a copy of the card that showed other arguments (an edit came since)."""
+
+    code = "stale_copy"
+
+
+STALE_COPY = "The arguments changed since this copy was shown: see the current card."
+
+
 class ApprovalExpired(DecisionRefused):
     code = "expired"
 

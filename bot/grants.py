@@ -111,12 +111,14 @@ async def approve_and_grant(
     duration: timedelta,
     same_arguments: bool,
     actor_name: str | None = None,
+    shown: str | None = None,
 ) -> tuple[Decision, GrantDraft]:
     """Approve ``approval_id`` and allow its tool in its thread for ``duration``: one
     decision through ``Runner.decide`` (exactly once), the grant in its transaction.
 
     Raises the DecisionRefused family: not an approver, decided already, expired, or no
-    grant allowed (no ``grant_max``, longer than it, several approvals needed).
+    grant allowed (no ``grant_max``, longer than it, several approvals needed), or
+    ``shown`` (what the clicked copy showed, as ``Runner.decide``'s) is not what it is now.
     """
     approval = await runner.repo.get_approval(approval_id)
     if approval is None:
@@ -145,6 +147,7 @@ async def approve_and_grant(
         actor_groups=actor_groups,
         grant=draft,
         actor_name=actor_name,
+        shown=shown,
     )
     return decision, draft
 

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, NoReturn
 
 from bot import logs
 from bot import metric_hooks as metrics
-from bot.decisions import ApprovalNotFound, Decision, DecisionRefused, ensure_may_decide
+from bot.decisions import (
+    STALE_COPY,
+    ApprovalNotFound,
+    Decision,
+    DecisionRefused,
+    StaleCopy,
+    ensure_may_decide,
+)
 from bot.quorum import already_approved, ensure_may_vote
 from storage.repository import DecisionOutcome, ExpiryOutcome, GrantDraft, Repository
 
@@ -53,6 +60,7 @@ class DecisionSettling:
         claim_resume: bool = True,
         grant: GrantDraft | None = None,
         actor_name: str | None = None,
+        shown: str | None = None,
     ) -> Decision:
         """Approve or deny; exactly one concurrent decision wins.
 
@@ -66,7 +74,10 @@ class DecisionSettling:
         a bot's sweeper resumes it (``claim_stranded_runs``). ``grant``: an approval that
         also creates a standing grant (bot.grants checks it may), in the same transaction.
         ``actor_name``: the decider's display name (handlers look it up), stored for the
-        texts the model reads.
+        texts the model reads. ``shown``: what the clicked copy of the card showed
+        (``storage.records.fingerprint``, or ``UNEDITED`` for an id-only button): an Approve
+        is refused (StaleCopy) when the arguments are no longer those, checked in the
+        decision's transaction.
         """
         approval = await self.repo.get_approval(approval_id)
         if approval is None:
@@ -93,7 +104,10 @@ class DecisionSettling:
             claim=claim_resume,
             grant=grant,
             actor_name=actor_name,
+            shown=shown,
         )
+        if outcome is not None and outcome.stale:
+            raise StaleCopy(STALE_COPY, outcome.approval)
         if outcome is not None and outcome.duplicate:
             raise already_approved(outcome.approval)
         if outcome is not None:

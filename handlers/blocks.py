@@ -3,7 +3,8 @@
 Everything here is a pure function of database rows, so a card or a list looks the same after
 a restart or on another replica. Untrusted text (tool arguments, reasons, model output) is
 escaped so it cannot ping ``<!channel>``, forge a ``<@U…>`` mention or a link; button values
-carry only an approval id, and nothing on a card is trusted back.
+carry only an approval id (Approve: and the fingerprint of the arguments it showed, checked
+against the stored ones when it comes back), and nothing on a card is trusted back.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from handlers.quorum_blocks import approved_by_text, progress_block, progress_text
 from handlers.rule_blocks import rule_block, rule_text
 from storage.models import Approval
+from storage.records import FINGERPRINT_LENGTH, UNEDITED, fingerprint
 
 Block = dict[str, Any]
 
@@ -154,8 +156,24 @@ def _button(action_id: str, text: str, value: str, style: str | None = None) -> 
     return button
 
 
+def approve_value(approval: Approval) -> str:
+    """The Approve button's value: the id, and the fingerprint of the arguments it shows."""
+    return f"{approval.id}:{fingerprint(approval.payload_hash)}"
+
+
+def parse_approve_value(value: object) -> tuple[str, str]:
+    """(approval id, what the copy showed) from an Approve button's value: ``approve_value``'s,
+    or an id alone (a button of the previous release: ``UNEDITED``). Anything malformed keeps
+    a fingerprint no approval has, so it is refused as stale, or not found."""
+    text = value if isinstance(value, str) else ""
+    approval_id, colon, shown = text.partition(":")
+    if not colon:
+        return approval_id, UNEDITED
+    return approval_id, shown if len(shown) == FINGERPRINT_LENGTH else "-" * FINGERPRINT_LENGTH
+
+
 def decision_buttons(approval: Approval, *, with_arguments_button: bool) -> Block:
-    approve = _button(APPROVE, "Approve", approval.id, "primary")
+    approve = _button(APPROVE, "Approve", approve_value(approval), "primary")
     approve["confirm"] = _confirm(
         "Approve this call?",
         f"`{escape(approval.tool_name)}` will run with the arguments shown.",

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from bot import logs
 from bot.clock import utcnow
+from bot.decisions import StaleCopy
 from bot.failpoints import failpoint
 from bot.quorum import AlreadyApproved, progress
-from bot.runner import ApprovalExpired, Decision, DecisionRefused, RunOutcome
+from bot.runner import ApprovalExpired, Decision, DecisionRefused, NotAllowed, RunOutcome
 from handlers.blocks import escape
 from handlers.pause_blocks import CALLBACK, RETRY, choices_of, kind_of
 from handlers.publish import RESUMING, RESUMING_ANSWERED, CardPlace
@@ -98,6 +99,52 @@ async def clicked_approval(
         return None
 
 
+# Raises NotAllowed unless the person (with these groups) may act: bot.runner's
+# ensure_may_decide, or ensure_may_answer for a question.
+EnsureMay = Callable[[Approval, str, set[str]], None]
+
+
+async def form_opening(
+    services: Services,
+    approval_id: str,
+    *,
+    actor: str,
+    place: ClickPlace,
+    tell: Tell,
+    click: str,
+    ensure_may: EnsureMay,
+    settled: Callable[[], Awaitable[None]],
+    row: str = "approval",
+) -> Approval | None:
+    """The pending approval a form button (Deny, "Edit, then approve", Answer) may open its
+    modal for, in the acknowledgement path (a trigger_id lives 3 seconds); else None, and
+    the clicker told why. One no longer pending (or past its expiry) goes to ``settled``, the
+    decision path, after Slack's answer: it says which and settles the card (an expiry may
+    resume the run, a model call)."""
+    approval = await clicked_approval(services, approval_id, place, tell=tell, click=click, row=row)
+    if approval is None:
+        return None
+    if approval.status != "pending" or approval.expires_at <= utcnow():
+        services.background.spawn(settled(), name=f"{click} {approval_id}")
+        return None
+    groups: set[str] = set()
+    try:
+        # Named by id: no group lookup (Slack may be rate limiting them), as when settling.
+        if actor not in approval.approvers:
+            groups = await services.groups.groups_of(
+                actor, approval.approvers, team=approval.team_id
+            )
+        ensure_may(approval, actor, groups)
+    except GroupLookupFailed as exc:
+        log.error("%s %s: %s by %s not checked (%s)", row, approval_id, click, actor, exc)
+        await tell(GROUPS_UNKNOWN)
+        return None
+    except NotAllowed as refused:
+        await tell(f":no_entry: {refusal_text(refused)}")
+        return None
+    return approval
+
+
 def _elsewhere(approval: Approval, place: ClickPlace) -> bool:
     """A click acts only on an approval of its own workspace and of its own channel.
 
@@ -125,10 +172,12 @@ async def decide_from_slack(
     tell: Tell,
     clicked: CardPlace | None = None,
     refresh_list: Callable[[str], Awaitable[None]] | None = None,
+    shown: str | None = None,
 ) -> None:
     """``clicked``: the card message the click came from (None from lists and modals
     that do not know it); it is adopted as the card when none is on record, and settled.
-    ``refresh_list``: edits the /approvals list the click came from (handlers/list_refresh)."""
+    ``refresh_list``: edits the /approvals list the click came from (handlers/list_refresh).
+    ``shown``: what the clicked Approve button's copy showed (``Runner.decide``)."""
 
     async def decide(approval: Approval, groups: set[str]) -> Decision:
         # Looked up now (cached), stored with the decision: the model reads who decided by
@@ -143,6 +192,7 @@ async def decide_from_slack(
             reason=reason,
             actor_groups=groups,
             actor_name=name,
+            shown=shown,
         )
 
     verb = "Approved" if approve else "Denied"
@@ -269,7 +319,8 @@ async def _settle_from_slack(
         await tell(f":no_entry: {refusal_text(refused)}")
         # A repeated Approve (quorum) is often someone seeing no change: the edit of their
         # first vote was lost (its replica died, Slack was out of reach), so show it now.
-        repeated = isinstance(refused, AlreadyApproved)
+        # A stale copy: the current card (and the list it came from) shows what to approve.
+        repeated = isinstance(refused, AlreadyApproved | StaleCopy)
         if refused.approval is not None and (refused.approval.status != "pending" or repeated):
             await services.publisher.refresh_card(approval_id, clicked=clicked)
             if refresh_list is not None:

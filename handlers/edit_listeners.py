@@ -17,22 +17,20 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.clock import utcnow
 from bot.decisions import Decision, describe_status
 from bot.edits import changes_text, edit_errors
-from bot.runner import NotAllowed, ensure_may_decide
+from bot.runner import ensure_may_decide
 from handlers import edit_blocks
 from handlers.blocks import escape
 from handlers.decisions import (
-    GROUPS_UNKNOWN,
     LOOKUP_FAILED,
     ClickPlace,
     _settle_from_slack,
-    clicked_approval,
     decide_from_slack,
+    form_opening,
 )
 from handlers.interactions import click_place, clicked_card, teller
-from handlers.services import GroupLookupFailed, Services
+from handlers.services import Services
 from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, time_limit
 
@@ -59,27 +57,27 @@ def register(app: AsyncApp, services: Services) -> None:
         actor = body["user"]["id"]
         place = click_place(body)
         tell = teller(respond, services, body)
-        approval = await clicked_approval(
-            services, approval_id, place, tell=tell, click="edit click"
+        approval = await form_opening(
+            services,
+            approval_id,
+            actor=actor,
+            place=place,
+            tell=tell,
+            click="edit click",
+            ensure_may=ensure_may_decide,
+            # The decision path says "Already approved by …" (or expires it), as for Deny.
+            settled=lambda: decide_from_slack(
+                services,
+                approval_id=approval_id,
+                actor=actor,
+                approve=False,
+                reason=None,
+                place=place,
+                tell=tell,
+                clicked=clicked_card(body),
+            ),
         )
         if approval is None:
-            return
-        if approval.status != "pending" or approval.expires_at <= utcnow():
-            # The decision path says "Already approved by …" (or expires it) and settles
-            # the card: after Slack's answer, as for Deny.
-            services.background.spawn(
-                decide_from_slack(
-                    services,
-                    approval_id=approval_id,
-                    actor=actor,
-                    approve=False,
-                    reason=None,
-                    place=place,
-                    tell=tell,
-                    clicked=clicked_card(body),
-                ),
-                name=f"edit {approval_id}",
-            )
             return
         if not edit_blocks.editable(approval):
             await tell(NOT_EDITABLE)
@@ -87,20 +85,6 @@ def register(app: AsyncApp, services: Services) -> None:
         schema = _schema_of(services, approval)
         if schema is None:
             await tell(TOOL_GONE)
-            return
-        try:
-            groups: set[str] = set()
-            if actor not in approval.approvers:  # named by id: no group lookup needed
-                groups = await services.groups.groups_of(
-                    actor, approval.approvers, team=approval.team_id
-                )
-            ensure_may_decide(approval, actor, groups)
-        except GroupLookupFailed as exc:
-            log.error("approval %s: edit click by %s not checked (%s)", approval_id, actor, exc)
-            await tell(GROUPS_UNKNOWN)
-            return
-        except NotAllowed as refused:
-            await tell(f":no_entry: {refused}")
             return
         try:
             await client.views_open(

@@ -2,8 +2,9 @@
 standing grants on later cards, and the ``/approvals grants`` list with Revoke buttons.
 
 Pure functions of rows and the policy's ``grant_max``, like handlers.blocks. A menu option
-carries the approval id and a number of seconds, a Revoke button the grant id: nothing else
-is trusted back, and both are checked again when they arrive (bot.grants).
+carries the approval id, a number of seconds and the fingerprint of the arguments shown
+(as Approve's), a Revoke button the grant id: nothing else is trusted back, and both are
+checked again when they arrive (bot.grants).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from bot.grants import duration_text
 from handlers.blocks import Block, _button, _confirm, escape, mention, slack_date
 from storage.models import Approval, Grant
+from storage.records import FINGERPRINT_LENGTH, UNEDITED, fingerprint
 
 GRANT = "approval_grant"  # approve, and allow the tool in this thread (any arguments)
 GRANT_SAME = "approval_grant_same_arguments"  # … only with the same arguments
@@ -23,18 +25,23 @@ PLACEHOLDER_LIMIT = 150
 SHOWN_GRANTS = 5  # on a card; more are counted
 
 
-def grant_value(approval_id: str, duration: timedelta) -> str:
-    return f"{approval_id}|{int(duration.total_seconds())}"
+def grant_value(approval: Approval, duration: timedelta) -> str:
+    """The id, the duration and (as Approve's) the fingerprint of the arguments shown."""
+    return f"{approval.id}|{int(duration.total_seconds())}|{fingerprint(approval.payload_hash)}"
 
 
-def parse_grant_value(value: Any) -> tuple[str, timedelta] | None:
-    """(approval id, duration) from an option's value; None for anything we did not write."""
-    if not isinstance(value, str) or value.count("|") != 1:
+def parse_grant_value(value: Any) -> tuple[str, timedelta, str] | None:
+    """(approval id, duration, what the copy showed) from an option's value; None for
+    anything we did not write. A value of the previous release (no fingerprint) showed the
+    arguments as proposed: ``UNEDITED``."""
+    if not isinstance(value, str) or value.count("|") not in (1, 2):
         return None
-    approval_id, seconds = value.split("|")
+    approval_id, seconds, *shown = value.split("|")
     if not approval_id or not seconds.isdigit() or len(seconds) > 9:
         return None
-    return approval_id, timedelta(seconds=int(seconds))
+    if shown and len(shown[0]) != FINGERPRINT_LENGTH:
+        return None
+    return approval_id, timedelta(seconds=int(seconds)), shown[0] if shown else UNEDITED
 
 
 def grant_menus(approval: Approval, durations: list[timedelta]) -> list[Block]:
@@ -43,7 +50,7 @@ def grant_menus(approval: Approval, durations: list[timedelta]) -> list[Block]:
     options = [
         {
             "text": {"type": "plain_text", "text": f"for {duration_text(d)}"},
-            "value": grant_value(approval.id, d),
+            "value": grant_value(approval, d),
         }
         for d in durations
     ]

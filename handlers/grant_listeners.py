@@ -83,7 +83,7 @@ def register(app: AsyncApp, services: Services) -> None:
         if parsed is None:
             await tell(NOT_A_CHOICE)
             return
-        approval_id, duration = parsed
+        approval_id, duration, shown = parsed
         actor = body["user"]["id"]
         same_arguments = action.get("action_id") == grant_blocks.GRANT_SAME
 
@@ -99,6 +99,7 @@ def register(app: AsyncApp, services: Services) -> None:
                 duration=duration,
                 same_arguments=same_arguments,
                 actor_name=name,
+                shown=shown,
             )
             return decision
 

@@ -21,7 +21,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from bot import logs
 from bot import metric_hooks as metrics
 from handlers import pause_blocks
-from handlers.blocks import APPROVE, DENY, SHOW_ARGUMENTS
+from handlers.blocks import APPROVE, DENY, SHOW_ARGUMENTS, parse_approve_value
 
 # Actions whose value is the approval's (or question's) id.
 APPROVAL_ACTIONS = (APPROVE, DENY, SHOW_ARGUMENTS, pause_blocks.ANSWER)
@@ -62,6 +62,8 @@ def _approval_of(action: dict[str, Any]) -> str | None:
     """The approval (or question) an action is about: its value, or, for a question's
     choice button or menu, the id inside the choice's value."""
     action_id = action.get("action_id")
+    if action_id == APPROVE:
+        return parse_approve_value(action.get("value"))[0] or None
     if action_id in APPROVAL_ACTIONS:
         value = action.get("value")
         return value if isinstance(value, str) else None

@@ -21,21 +21,20 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from bot import logs
 from bot.clock import utcnow
 from bot.failpoints import failpoint
-from bot.runner import NotAllowed, Request, RunOutcome, ensure_may_decide
+from bot.runner import Request, RunOutcome, ensure_may_decide
 from handlers import blocks, edit_listeners
 from handlers.decisions import (
-    GROUPS_UNKNOWN,
     LIST_FAILED,
     ClickPlace,
     clicked_approval,
     decide_from_slack,
+    form_opening,
     refresh_settled_cards,
 )
 from handlers.history import HISTORY_SIZE, render_history
 from handlers.interactions import click_place, clicked_card, json_object, teller
 from handlers.list_refresh import list_refresher, refresher_for_click
 from handlers.services import GroupLookupFailed, Services
-from handlers.slack_text import refusal_text
 from storage.models import Approval, Run
 from storage.repository import (
     DATABASE_FAILURES,
@@ -167,19 +166,21 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
     ) -> None:
         await ack()
+        approval_id, shown = blocks.parse_approve_value(action.get("value"))
         services.background.spawn(
             decide_from_slack(
                 services,
-                approval_id=action.get("value", ""),
+                approval_id=approval_id,
                 actor=body["user"]["id"],
                 approve=True,
                 reason=None,
+                shown=shown,
                 place=click_place(body),
                 tell=teller(respond, services, body),
                 clicked=clicked_card(body),
                 refresh_list=refresher_for_click(services, body, action),
             ),
-            name=f"approve {action.get('value')}",
+            name=f"approve {approval_id}",
         )
 
     @app.action(blocks.DENY)
@@ -195,41 +196,27 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         actor = body["user"]["id"]
         place = click_place(body)
         tell = teller(respond, services, body)
-        approval = await clicked_approval(
-            services, approval_id, place, tell=tell, click="deny click"
+        approval = await form_opening(
+            services,
+            approval_id,
+            actor=actor,
+            place=place,
+            tell=tell,
+            click="deny click",
+            ensure_may=ensure_may_decide,
+            settled=lambda: decide_from_slack(
+                services,
+                approval_id=approval_id,
+                actor=actor,
+                approve=False,
+                reason=None,
+                place=place,
+                tell=tell,
+                clicked=clicked_card(body),
+                refresh_list=refresher_for_click(services, body, action),
+            ),
         )
         if approval is None:
-            return
-        if approval.status != "pending" or approval.expires_at <= utcnow():
-            # Already decided or expired: the decision path says which and settles the card;
-            # an expiry may resume the run (a model call), so after Slack has its answer.
-            services.background.spawn(
-                decide_from_slack(
-                    services,
-                    approval_id=approval_id,
-                    actor=actor,
-                    approve=False,
-                    reason=None,
-                    place=place,
-                    tell=tell,
-                    clicked=clicked_card(body),
-                    refresh_list=refresher_for_click(services, body, action),
-                ),
-                name=f"deny {approval_id}",
-            )
-            return
-        try:
-            groups = await services.groups.groups_of(
-                actor, approval.approvers, team=approval.team_id
-            )
-        except GroupLookupFailed as exc:
-            log.error("approval %s: deny click by %s not checked (%s)", approval_id, actor, exc)
-            await tell(GROUPS_UNKNOWN)
-            return
-        try:
-            ensure_may_decide(approval, actor, groups)
-        except NotAllowed as refused:
-            await tell(f":no_entry: {refusal_text(refused)}")
             return
         metadata = {
             "approval_id": approval_id,

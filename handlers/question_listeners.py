@@ -19,20 +19,17 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot.clock import utcnow
-from bot.runner import NotAllowed, ensure_may_answer
+from bot.runner import ensure_may_answer
 from handlers import pause_blocks
 from handlers.decisions import (
-    GROUPS_UNKNOWN,
     ClickPlace,
     Tell,
     answer_from_slack,
-    clicked_approval,
+    form_opening,
 )
 from handlers.interactions import click_place, clicked_card, json_object, teller
 from handlers.list_refresh import refresher_for_click
-from handlers.services import GroupLookupFailed, Services
-from handlers.slack_text import refusal_text
+from handlers.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -90,38 +87,25 @@ def register(app: AsyncApp, services: Services) -> None:
         actor = body["user"]["id"]
         place = click_place(body)
         tell = teller(respond, services, body)
-        approval = await clicked_approval(
-            services, approval_id, place, tell=tell, click="answer click", row="question"
+        approval = await form_opening(
+            services,
+            approval_id,
+            actor=actor,
+            place=place,
+            tell=tell,
+            click="answer click",
+            row="question",
+            ensure_may=ensure_may_answer,
+            settled=lambda: answer_from_slack(
+                services,
+                approval_id=approval_id,
+                actor=actor,
+                place=place,
+                tell=tell,
+                clicked=clicked_card(body),
+            ),
         )
         if approval is None:
-            return
-        if approval.status != "pending" or approval.expires_at <= utcnow():
-            # Answered or expired: the answer path says which and settles the card; an
-            # expiry may resume the run (a model call), so after Slack has its answer.
-            services.background.spawn(
-                answer_from_slack(
-                    services,
-                    approval_id=approval_id,
-                    actor=actor,
-                    place=place,
-                    tell=tell,
-                    clicked=clicked_card(body),
-                ),
-                name=f"answer {approval_id}",
-            )
-            return
-        try:
-            groups = await services.groups.groups_of(
-                actor, approval.approvers, team=approval.team_id
-            )
-        except GroupLookupFailed as exc:
-            log.error("question %s: answer click by %s not checked (%s)", approval_id, actor, exc)
-            await tell(GROUPS_UNKNOWN)
-            return
-        try:
-            ensure_may_answer(approval, actor, groups)
-        except NotAllowed as refused:
-            await tell(f":no_entry: {refusal_text(refused)}")
             return
         metadata = {
             "approval_id": approval_id,

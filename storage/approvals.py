@@ -14,6 +14,7 @@ from storage.records import (
     ExpiryOutcome,
     PendingFilter,
     StorageError,
+    shows_current,
 )
 from storage.rows import APPROVALS
 from storage.statements import (
@@ -93,6 +94,7 @@ class ApprovalStore:
         claim: bool = True,
         grant: GrantDraft | None = None,
         actor_name: str | None = None,
+        shown: str | None = None,
     ) -> DecisionOutcome | None:
         """Record a decision if the approval is still pending and unexpired.
 
@@ -107,6 +109,9 @@ class ApprovalStore:
         the run's lease from this commit, and the outcome carries the run, so resuming needs
         no write of its own (``run_resumed`` is audited here). An approval with ``grant``
         also creates that standing grant (storage.grants), in the same transaction.
+        ``shown``: what the clicked copy showed (``records.fingerprint``, or ``UNEDITED``); an
+        Approve of a pending approval whose arguments are no longer those changes nothing
+        and comes back ``stale`` (None: not from a card, nothing to compare).
         """
         status = "approved" if approve else "denied"
         # The name is what people knew the decider as: it cannot be longer than its column.
@@ -114,6 +119,11 @@ class ApprovalStore:
 
         def body(tx: Tx) -> DecisionOutcome | None:
             lock_run_of_approval(tx, approval_id)
+            if approve and shown is not None:
+                # Under the run's lock: an edit cannot land between this check and the vote.
+                stale = _stale_copy(tx, approval_id, shown, now)
+                if stale is not None:
+                    return DecisionOutcome(stale, resume_claimed=False, stale=True)
             row = decide_row(tx, approval_id, status, actor, actor_name, reason, now)
             if row is None and approve:
                 # An approval that needs several approvers (storage.votes): a vote, and the
@@ -460,3 +470,15 @@ def pending_list_sql(
         "ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset"
     )
     return count_sql, count_params, page_sql, params
+
+
+def _stale_copy(tx: Tx, approval_id: str, shown: str, now: datetime) -> Approval | None:
+    """The approval, when it is still open and its arguments are not what ``shown`` says the
+    clicked copy showed; None otherwise (a settled one is refused as settled, as ever)."""
+    row = tx.one(APPROVAL_BY_ID, {"id": approval_id})
+    if row is None:
+        return None
+    approval = APPROVALS.load(tx, row)
+    if approval.status != "pending" or approval.expires_at <= now:
+        return None
+    return None if shows_current(approval, shown) else approval

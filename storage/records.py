@@ -145,6 +145,30 @@ class DecisionOutcome:
     run: Run | None = None
     # Quorum (storage.votes): the actor had approved already; nothing changed.
     duplicate: bool = False
+    # The clicked copy showed other arguments than the approval's now (``shows_current``):
+    # nothing changed.
+    stale: bool = False
+
+
+# What the clicked copy of a card showed, which its Approve buttons carry: the first
+# FINGERPRINT_LENGTH hex digits of the payload hash it was rendered with (an edit re-binds
+# the hash, so a copy shown before an edit no longer matches).
+FINGERPRINT_LENGTH = 16
+# The Approve buttons of the previous release carry the id alone; they showed the arguments
+# as proposed, so they count only while those were never edited.
+UNEDITED = ""
+
+
+def fingerprint(payload_hash: str) -> str:
+    return payload_hash[:FINGERPRINT_LENGTH]
+
+
+def shows_current(approval: Approval, shown: str) -> bool:
+    """Whether a copy that showed ``shown`` (a fingerprint, or UNEDITED) shows the approval's
+    arguments as they are now."""
+    if shown == UNEDITED:
+        return approval.edited_arguments is None
+    return len(shown) == FINGERPRINT_LENGTH and fingerprint(approval.payload_hash) == shown
 
 
 @dataclass

@@ -60,7 +60,8 @@ def card_in(slack: SlackServer) -> Message | None:
 
 
 def approval_of(card: Message) -> str:
-    return next(e["value"] for _, e in card.buttons() if e["action_id"] == "approval_approve")
+    value = next(e["value"] for _, e in card.buttons() if e["action_id"] == "approval_approve")
+    return str(value).partition(":")[0]  # the id, then the fingerprint of what it showed
 
 
 async def approve_slow_restart(served: ServedBot, log: Path, seconds: float) -> str:

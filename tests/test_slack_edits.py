@@ -254,7 +254,11 @@ async def test_without_allow_edit_there_is_no_edit(slack: Harness, repo: Reposit
     await slack.mention("U0REQUESTER", calls("restart_service", {"service": "db"}))
     [card] = slack.cards()
     assert edit_blocks.EDIT not in [e["action_id"] for _, e in card.buttons()]
-    [approval_id] = [e["value"] for _, e in card.buttons() if e["action_id"] == "approval_approve"]
+    [approval_id] = [
+        e["value"].partition(":")[0]
+        for _, e in card.buttons()
+        if e["action_id"] == "approval_approve"
+    ]
     await stale_click(slack, "U0APPROVER1", edit_blocks.EDIT, approval_id)
     assert not slack.server.views
     assert any("does not allow editing" in t for t in slack.ephemeral_texts("U0APPROVER1"))
@@ -439,3 +443,83 @@ async def test_a_forged_edit_of_an_approval_that_is_not_editable_is_answered_in_
     after = await repo.get_approval(restart_id)
     assert after is not None and after.status == "pending" and after.edited_arguments is None
     assert executed("restart_service") == []
+
+
+# -- stale copies of a card after an edit ---------------------------------------------------
+
+
+async def my_list(slack: Harness, user: str) -> Any:
+    """The ephemeral ``/approvals all`` list ``user`` opens now."""
+    before = {m.ts for m in slack.server.ephemerals_for(user)}
+    await slack.server.slash_command(user, CHANNEL, text="all")
+    [listing] = [m for m in slack.server.ephemerals_for(user) if m.ts not in before]
+    return listing
+
+
+STALE = "The arguments changed since this copy was shown"
+
+
+async def test_a_copy_shown_before_an_edit_cannot_approve_the_edited_arguments(
+    ruled: Harness, repo: Repository
+) -> None:
+    """An edit that keeps the approval waiting (a stricter rule) changes what Approve runs: a
+    list opened before it still shows the old arguments, so its Approve is refused and
+    changes nothing; a list opened after it approves."""
+    slack = ruled
+    await slack.mention("U0REQUESTER", calls("scale_service", {"service": "web", "replicas": 5}))
+    [card] = slack.cards()
+    old_list = await my_list(slack, "U0SRELEAD")
+    assert "replicas=5" in json.dumps(old_list.blocks)
+    view = await open_edit(slack, "U0APPROVER1", card)
+    approval_id = view.view["private_metadata"]
+    await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="30"))
+    await slack.settle()
+
+    await slack.server.click_as_seen("U0SRELEAD", old_list, "approval_approve")
+    await slack.settle()
+    assert any(STALE in t for t in slack.ephemeral_texts("U0SRELEAD"))
+    approval = await repo.get_approval(approval_id)
+    assert approval is not None and (approval.status, approval.approved_by) == ("pending", None)
+    assert executed("scale_service") == []
+    assert not [e for e in await audit_events(repo, approval_id) if e.event == "approval_approved"]
+
+    fresh = await my_list(slack, "U0SRELEAD")
+    assert "replicas=30" in json.dumps(fresh.blocks)
+    await slack.server.click("U0SRELEAD", fresh, "approval_approve")
+    await slack.settle()
+    assert executed("scale_service") == [
+        {"service": "web", "replicas": 30, "env": "staging", "labels": None}
+    ]
+
+
+async def test_an_id_only_approve_counts_only_while_the_arguments_were_never_edited(
+    ruled: Harness, repo: Repository
+) -> None:
+    """Buttons posted by the previous release carry the id alone: they showed the arguments
+    as proposed. Accepted while those still stand; refused once edited, as a forged
+    fingerprint is."""
+    slack = ruled
+    await slack.mention("U0REQUESTER", calls("scale_service", {"service": "web", "replicas": 5}))
+    [card] = slack.cards()
+    view = await open_edit(slack, "U0APPROVER1", card)
+    approval_id = view.view["private_metadata"]
+    await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="30"))
+    await slack.settle()
+
+    forged = [approval_id, f"{approval_id}:{'0' * 16}", f"{approval_id}:short", f"{approval_id}:"]
+    for value in forged:
+        await stale_click(slack, "U0SRELEAD", "approval_approve", value)
+    refusals = [t for t in slack.ephemeral_texts("U0SRELEAD") if STALE in t]
+    assert len(refusals) == len(forged)
+    approval = await repo.get_approval(approval_id)
+    assert approval is not None and approval.status == "pending"
+    assert executed("scale_service") == []
+
+    # An unedited approval: its id alone approves, as the previous release's button did.
+    await slack.mention("U0REQUESTER", calls("scale_service", {"service": "api", "replicas": 3}))
+    unedited = slack.cards()[-1]
+    [value] = [e["value"] for _, e in unedited.buttons() if e["action_id"] == "approval_approve"]
+    await stale_click(slack, "U0APPROVER2", "approval_approve", value.partition(":")[0])
+    assert executed("scale_service") == [
+        {"service": "api", "replicas": 3, "env": "staging", "labels": None}
+    ]

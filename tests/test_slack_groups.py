@@ -98,3 +98,40 @@ async def test_an_approver_named_by_id_decides_while_slack_cannot_list_groups(
         await slack.settle()
         assert len(ops_tools.EXECUTED) == 1
         assert has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
+
+
+async def test_an_approver_named_by_id_denies_through_the_form_while_groups_are_rate_limited(
+    repo: Repository,
+) -> None:
+    """The Deny form's opening checks who clicked as the decision does: named by id first,
+    so Slack answering 429 to usergroups.users.list does not lock a named approver out."""
+    config = make_config(policies={"restart_service": {"approvers": ["U0LEAD", "S0ONCALL"]}})
+    async with running_bot(config, repo, usergroups={"S0ONCALL": ["U0ONCALL"]}) as slack:
+        slack.server.rate_limit("usergroups.users.list", times=100, retry_after=0)
+        await slack.mention("U0REQUESTER", RESTART)
+        [card] = slack.cards()
+        # Only a group could let this one decide: a clear answer, no form, nothing changed.
+        await slack.server.click("U0ONCALL", card, "approval_deny")
+        await slack.settle()
+        assert any("couldn't reach Slack to check" in t for t in slack.ephemeral_texts("U0ONCALL"))
+        assert not slack.server.views
+        assert has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
+
+        await slack.server.click("U0LEAD", card, "approval_deny")
+        [opened] = [v for v in slack.server.views.values() if v.user == "U0LEAD"]
+        submitted = await slack.server.submit_view(
+            "U0LEAD",
+            opened.id,
+            {"deny_reason": {"reason": {"type": "plain_text_input", "value": "not now"}}},
+        )
+        assert submitted.status == 200
+        await slack.settle()
+        approval = await repo.get_approval(
+            json.loads(opened.view["private_metadata"])["approval_id"]
+        )
+        assert approval is not None and (approval.status, approval.decided_by) == (
+            "denied",
+            "U0LEAD",
+        )
+        assert ops_tools.EXECUTED == []
+        assert not has_buttons(slack.server.message(CHANNEL, card.ts))  # type: ignore[arg-type]
