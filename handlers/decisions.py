@@ -104,28 +104,53 @@ async def clicked_approval(
 EnsureMay = Callable[[Approval, str, set[str]], None]
 
 
+@dataclass(frozen=True)
+class FormClick:
+    """A click on a form button, as handlers.interactions.form_click reads it."""
+
+    approval_id: str
+    actor: str
+    place: ClickPlace
+    tell: Tell
+    clicked: CardPlace | None  # the card message it was on (None from a list)
+    refresh_list: Callable[[str], Awaitable[None]] | None  # the /approvals list it was on
+
+
 async def form_opening(
     services: Services,
-    approval_id: str,
+    form_click: FormClick,
     *,
-    actor: str,
-    place: ClickPlace,
-    tell: Tell,
     click: str,
     ensure_may: EnsureMay,
-    settled: Callable[[], Awaitable[None]],
     row: str = "approval",
 ) -> Approval | None:
     """The pending approval a form button (Deny, "Edit, then approve", Answer) may open its
     modal for, in the acknowledgement path (a trigger_id lives 3 seconds); else None, and
-    the clicker told why. One no longer pending (or past its expiry) goes to ``settled``, the
-    decision path, after Slack's answer: it says which and settles the card (an expiry may
-    resume the run, a model call)."""
+    the clicker told why. One no longer pending (or past its expiry) goes to the decision
+    (or answer) path after Slack's answer, which says which and settles the card and the
+    list (an expiry may resume the run, a model call); it records nothing for a settled one.
+    ``click`` and ``row`` name it in the log ("question Q1: answer click by U1 ...").
+    """
+    approval_id, actor, tell = form_click.approval_id, form_click.actor, form_click.tell
+    place = form_click.place
     approval = await clicked_approval(services, approval_id, place, tell=tell, click=click, row=row)
     if approval is None:
         return None
     if approval.status != "pending" or approval.expires_at <= utcnow():
-        services.background.spawn(settled(), name=f"{click} {approval_id}")
+        where = {
+            "place": place,
+            "tell": tell,
+            "clicked": form_click.clicked,
+            "refresh_list": form_click.refresh_list,
+        }
+        settled = (
+            answer_from_slack(services, approval_id=approval_id, actor=actor, **where)
+            if approval.kind == "question"
+            else decide_from_slack(
+                services, approval_id=approval_id, actor=actor, approve=False, reason=None, **where
+            )
+        )
+        services.background.spawn(settled, name=f"{click} {approval_id}")
         return None
     groups: set[str] = set()
     try:

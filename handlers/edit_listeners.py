@@ -26,10 +26,9 @@ from handlers.decisions import (
     LOOKUP_FAILED,
     ClickPlace,
     _settle_from_slack,
-    decide_from_slack,
     form_opening,
 )
-from handlers.interactions import click_place, clicked_card, teller
+from handlers.interactions import form_click
 from handlers.services import Services
 from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, time_limit
@@ -53,32 +52,13 @@ def register(app: AsyncApp, services: Services) -> None:
         client: AsyncWebClient,
     ) -> None:
         await ack()
-        approval_id = action.get("value", "")
-        actor = body["user"]["id"]
-        place = click_place(body)
-        tell = teller(respond, services, body)
+        form = form_click(services, body, action, respond)
         approval = await form_opening(
-            services,
-            approval_id,
-            actor=actor,
-            place=place,
-            tell=tell,
-            click="edit click",
-            ensure_may=ensure_may_decide,
-            # The decision path says "Already approved by …" (or expires it), as for Deny.
-            settled=lambda: decide_from_slack(
-                services,
-                approval_id=approval_id,
-                actor=actor,
-                approve=False,
-                reason=None,
-                place=place,
-                tell=tell,
-                clicked=clicked_card(body),
-            ),
+            services, form, click="edit click", ensure_may=ensure_may_decide
         )
         if approval is None:
             return
+        approval_id, tell = form.approval_id, form.tell
         if not edit_blocks.editable(approval):
             await tell(NOT_EDITABLE)
             return

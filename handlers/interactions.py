@@ -14,7 +14,8 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncRespond
 
-from handlers.decisions import ClickPlace, Tell
+from handlers.decisions import ClickPlace, FormClick, Tell
+from handlers.list_refresh import refresher_for_click
 from handlers.services import Services
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,21 @@ def teller(respond: AsyncRespond, services: Services, body: dict[str, Any]) -> T
         await respond(text=text, response_type="ephemeral", replace_original=False)
 
     return tell
+
+
+def form_click(
+    services: Services, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+) -> FormClick:
+    """A click on a button that opens a form (Deny, Edit, Answer): its value is the id."""
+    value = action.get("value")
+    return FormClick(
+        approval_id=value if isinstance(value, str) else "",
+        actor=body["user"]["id"],
+        place=click_place(body),
+        tell=teller(respond, services, body),
+        clicked=clicked_card(body),
+        refresh_list=refresher_for_click(services, body, action),
+    )
 
 
 def json_object(text: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from handlers.decisions import (
     refresh_settled_cards,
 )
 from handlers.history import HISTORY_SIZE, render_history
-from handlers.interactions import click_place, clicked_card, json_object, teller
+from handlers.interactions import click_place, clicked_card, form_click, json_object, teller
 from handlers.list_refresh import list_refresher, refresher_for_click
 from handlers.services import GroupLookupFailed, Services
 from storage.models import Approval, Run
@@ -192,32 +192,13 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         client: AsyncWebClient,
     ) -> None:
         await ack()
-        approval_id = action.get("value", "")
-        actor = body["user"]["id"]
-        place = click_place(body)
-        tell = teller(respond, services, body)
+        form = form_click(services, body, action, respond)
         approval = await form_opening(
-            services,
-            approval_id,
-            actor=actor,
-            place=place,
-            tell=tell,
-            click="deny click",
-            ensure_may=ensure_may_decide,
-            settled=lambda: decide_from_slack(
-                services,
-                approval_id=approval_id,
-                actor=actor,
-                approve=False,
-                reason=None,
-                place=place,
-                tell=tell,
-                clicked=clicked_card(body),
-                refresh_list=refresher_for_click(services, body, action),
-            ),
+            services, form, click="deny click", ensure_may=ensure_may_decide
         )
         if approval is None:
             return
+        approval_id, place, tell = form.approval_id, form.place, form.tell
         metadata = {
             "approval_id": approval_id,
             "channel": place.channel or "",

@@ -27,7 +27,7 @@ from handlers.decisions import (
     answer_from_slack,
     form_opening,
 )
-from handlers.interactions import click_place, clicked_card, json_object, teller
+from handlers.interactions import click_place, clicked_card, form_click, json_object, teller
 from handlers.list_refresh import refresher_for_click
 from handlers.services import Services
 
@@ -83,30 +83,13 @@ def register(app: AsyncApp, services: Services) -> None:
         client: AsyncWebClient,
     ) -> None:
         await ack()
-        approval_id = action.get("value", "")
-        actor = body["user"]["id"]
-        place = click_place(body)
-        tell = teller(respond, services, body)
+        form = form_click(services, body, action, respond)
         approval = await form_opening(
-            services,
-            approval_id,
-            actor=actor,
-            place=place,
-            tell=tell,
-            click="answer click",
-            row="question",
-            ensure_may=ensure_may_answer,
-            settled=lambda: answer_from_slack(
-                services,
-                approval_id=approval_id,
-                actor=actor,
-                place=place,
-                tell=tell,
-                clicked=clicked_card(body),
-            ),
+            services, form, click="answer click", ensure_may=ensure_may_answer, row="question"
         )
         if approval is None:
             return
+        approval_id, place, tell = form.approval_id, form.place, form.tell
         metadata = {
             "approval_id": approval_id,
             "channel": place.channel or "",

@@ -430,7 +430,7 @@ async def test_a_forged_edit_of_an_approval_that_is_not_editable_is_answered_in_
     restart, scale = slack.cards()
     view = await open_edit(slack, "U0APPROVER1", scale)
     payload = slack.server.submission_payload("U0APPROVER1", view.id, form(service="api"))
-    restart_id = next(e["value"] for _, e in restart.buttons())
+    restart_id = next(e["value"] for _, e in restart.buttons()).partition(":")[0]
     payload["view"]["private_metadata"] = restart_id
     reply = await slack.server.send_raw(
         urlencode({"payload": json.dumps(payload)}).encode(),

@@ -141,7 +141,7 @@ def _malformed_payloads(server: Any, approval_id: str, view_id: str) -> dict[str
 
 async def _open_deny_modal(slack: Harness) -> tuple[str, str]:
     [card] = slack.cards()
-    [approval_id] = [e["value"] for _, e in card.buttons() if e["action_id"] == blocks.APPROVE]
+    [approval_id] = [e["value"] for _, e in card.buttons() if e["action_id"] == blocks.DENY]
     await slack.server.click("U0APPROVER1", card, blocks.DENY)
     [view_id] = list(slack.server.views)
     return approval_id, view_id
