@@ -14,6 +14,7 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
+from handlers.form_blocks import form_modal, text_input
 from handlers.quorum_blocks import approved_by_text, progress_block, progress_text
 from handlers.rule_blocks import rule_block, rule_text
 from storage.models import Approval
@@ -131,7 +132,12 @@ def approvers_text(approval: Approval, limit: int = FIELD_LIMIT) -> str:
     """
     if not approval.approvers:
         return "anyone but the requester" if not approval.allow_self_approval else "anyone"
-    mentions = [mention(a) for a in approval.approvers]
+    return mentions_within([mention(a) for a in approval.approvers], limit)
+
+
+def mentions_within(mentions: list[str], limit: int) -> str:
+    """``mentions`` joined, the last ones counted ("and 3 more") past ``limit`` characters;
+    a mention is never cut in two."""
     text = ", ".join(mentions)
     if len(text) <= limit:
         return text
@@ -320,37 +326,27 @@ def outcome_text(approval: Approval) -> str:
 
 
 def render_deny_modal(approval: Approval, metadata: dict[str, Any]) -> Block:
-    return {
-        "type": "modal",
-        "callback_id": DENY_MODAL,
-        "private_metadata": json.dumps(metadata),
-        "title": {"type": "plain_text", "text": "Deny this call"},
-        "submit": {"type": "plain_text", "text": "Deny"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": f"Deny `{escape(approval.tool_name)}` asked by "
-                    f"{mention(approval.requester)}? The agent will be told your reason.",
-                },
-            },
-            {
-                "type": "input",
-                "block_id": REASON_BLOCK,
-                "optional": True,
-                "label": {"type": "plain_text", "text": "Reason"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": REASON_INPUT,
-                    "multiline": True,
-                    "max_length": 1000,
-                    "placeholder": {"type": "plain_text", "text": "Not during the freeze"},
-                },
-            },
+    ask = (
+        f"Deny `{escape(approval.tool_name)}` asked by {mention(approval.requester)}? "
+        "The agent will be told your reason."
+    )
+    return form_modal(
+        DENY_MODAL,
+        json.dumps(metadata),
+        title="Deny this call",
+        submit="Deny",
+        blocks=[
+            {"type": "section", "text": {"type": "mrkdwn", "text": ask}},
+            text_input(
+                REASON_BLOCK,
+                REASON_INPUT,
+                label="Reason",
+                max_length=1000,
+                optional=True,
+                placeholder="Not during the freeze",
+            ),
         ],
-    }
+    )
 
 
 def render_arguments_modal(approval: Approval) -> Block:

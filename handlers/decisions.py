@@ -114,6 +114,20 @@ class FormClick:
     tell: Tell
     clicked: CardPlace | None  # the card message it was on (None from a list)
     refresh_list: Callable[[str], Awaitable[None]] | None  # the /approvals list it was on
+    response_url: str
+
+    def metadata(self) -> dict[str, str]:
+        """What the form's submission needs of the click (its private_metadata, which Slack
+        keeps server-side): the submission is checked against the channel, or the list's
+        channel, again, as the click was."""
+        return {
+            "approval_id": self.approval_id,
+            "channel": self.place.channel or "",
+            "list_channel": self.place.list_channel or "",
+            "team": self.place.team,
+            "response_url": self.response_url,
+            "card_ts": (self.clicked or ("", ""))[1],
+        }
 
 
 async def form_opening(

@@ -14,7 +14,15 @@ import math
 from typing import Any
 
 from bot.edits import changes_text
-from handlers.blocks import Block, _button, escape, escaped_within, mention, slack_date
+from handlers.blocks import (
+    Block,
+    _button,
+    escape,
+    escaped_within,
+    mention,
+    slack_date,
+)
+from handlers.form_blocks import form_modal
 from storage.models import Approval
 
 EDIT = "approval_edit"
@@ -167,15 +175,9 @@ def render_edit_modal(approval: Approval, schema: dict[str, Any]) -> Block:
             if hint := _hint(kind, prop if isinstance(prop, dict) else {}):
                 block["hint"] = {"type": "plain_text", "text": hint}
             blocks.append(block)
-    return {
-        "type": "modal",
-        "callback_id": EDIT_MODAL,
-        "private_metadata": approval.id,
-        "title": {"type": "plain_text", "text": "Edit, then approve"},
-        "submit": {"type": "plain_text", "text": SUBMIT},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": blocks,
-    }
+    return form_modal(
+        EDIT_MODAL, approval.id, title="Edit, then approve", submit=SUBMIT, blocks=blocks
+    )
 
 
 # -- reading the form back ----------------------------------------------------------------

@@ -69,6 +69,7 @@ def form_click(
         tell=teller(respond, services, body),
         clicked=clicked_card(body),
         refresh_list=refresher_for_click(services, body, action),
+        response_url=str(body.get("response_url") or ""),
     )
 
 

@@ -199,15 +199,8 @@ def register_buttons(app: AsyncApp, services: Services) -> None:
         if approval is None:
             return
         approval_id, place, tell = form.approval_id, form.place, form.tell
-        metadata = {
-            "approval_id": approval_id,
-            "channel": place.channel or "",
-            # Slack keeps private_metadata server-side: the submission is checked against
-            # the list's channel again, as the click was.
-            "list_channel": place.list_channel or "",
-            "team": place.team,
-            "response_url": body.get("response_url", ""),
-            "card_ts": (clicked_card(body) or ("", ""))[1],
+        metadata: dict[str, Any] = {
+            **form.metadata(),
             # The card's thread: the denial's notice lands there, as an approval's does.
             "thread_ts": approval.thread_ts or "",
             # Denied from an /approvals list: which one, to edit it after (list_refresh).

@@ -26,10 +26,12 @@ from handlers.blocks import (
     escaped_within,
     list_row,
     mention,
+    mentions_within,
     render_approval_card,
     slack_date,
     truncated,
 )
+from handlers.form_blocks import form_modal, text_input
 from storage.models import Approval
 
 QUESTION = "question"
@@ -115,16 +117,7 @@ def answerers_text(approval: Approval, limit: int = FIELD_LIMIT) -> str:
     mentions = [mention(p) for p in people if p and p != "*"]
     if "*" in people:
         return "anyone"
-    text = ", ".join(mentions)
-    if len(text) <= limit:
-        return text
-    shown, length = 0, 0
-    for item in mentions:
-        grown = length + (2 if shown else 0) + len(item)
-        if grown + len(f" and {len(mentions) - shown - 1} more") > limit:
-            break
-        shown, length = shown + 1, grown
-    return ", ".join(mentions[:shown]) + f" and {len(mentions) - shown} more"
+    return mentions_within(mentions, limit)
 
 
 def question_elements(approval: Approval) -> list[Block]:
@@ -242,34 +235,19 @@ def question_outcome_text(approval: Approval) -> str:
 
 def render_answer_modal(approval: Approval, metadata: dict[str, Any]) -> Block:
     """The free-text answer form; ``metadata`` comes back with the submission."""
-    return {
-        "type": "modal",
-        "callback_id": ANSWER_MODAL,
-        "private_metadata": json.dumps(metadata),
-        "title": {"type": "plain_text", "text": "Answer the agent"},
-        "submit": {"type": "plain_text", "text": "Answer"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": escaped_within(question_of(approval), QUESTION_TEXT_LIMIT),
-                },
-            },
-            {
-                "type": "input",
-                "block_id": ANSWER_BLOCK,
-                "label": {"type": "plain_text", "text": "Your answer"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": ANSWER_INPUT,
-                    "multiline": True,
-                    "max_length": ANSWER_MAX_LENGTH,
-                },
-            },
+    question = escaped_within(question_of(approval), QUESTION_TEXT_LIMIT)
+    return form_modal(
+        ANSWER_MODAL,
+        json.dumps(metadata),
+        title="Answer the agent",
+        submit="Answer",
+        blocks=[
+            {"type": "section", "text": {"type": "mrkdwn", "text": question}},
+            text_input(
+                ANSWER_BLOCK, ANSWER_INPUT, label="Your answer", max_length=ANSWER_MAX_LENGTH
+            ),
         ],
-    }
+    )
 
 
 # -- waits: callbacks and retries --------------------------------------------------------

@@ -89,17 +89,8 @@ def register(app: AsyncApp, services: Services) -> None:
         )
         if approval is None:
             return
-        approval_id, place, tell = form.approval_id, form.place, form.tell
-        metadata = {
-            "approval_id": approval_id,
-            "channel": place.channel or "",
-            # Slack keeps private_metadata server-side: the submission is checked against
-            # the list's channel again, as the click was.
-            "list_channel": place.list_channel or "",
-            "team": place.team,
-            "response_url": body.get("response_url", ""),
-            "card_ts": (clicked_card(body) or ("", ""))[1],
-        }
+        approval_id, tell = form.approval_id, form.tell
+        metadata = form.metadata()
         # trigger_id lives 3 seconds: open the modal now, in the acknowledgement path.
         try:
             await client.views_open(
