@@ -191,6 +191,42 @@ async def test_a_forged_duration_beyond_grant_max_grants_nothing(
     assert executed("restart_service") == []
 
 
+async def test_an_approve_and_allow_option_must_show_the_arguments_as_they_are(
+    slack: Harness, repo: Repository
+) -> None:
+    """An option carries the fingerprint of the arguments its card showed, as Approve does:
+    a forged one grants and runs nothing; an option of the previous release (id and
+    duration only) still works while the arguments were never edited."""
+    await ask(slack, calls(("restart_service", {"service": "web"})))
+    [card] = slack.cards()
+    message = slack.server.message(CHANNEL, card.ts)
+    assert message is not None
+    [menu] = [e for _, e in message.buttons() if e.get("action_id") == GRANT]
+    approval_id = menu["options"][0]["value"].split("|")[0]
+    menu["options"] = [
+        {
+            "text": {"type": "plain_text", "text": "forged"},
+            "value": f"{approval_id}|600|{'f' * 16}",
+        },
+    ]
+    await grant(slack, "U0APPROVER1", message, "forged")
+    assert any(
+        "arguments changed since this copy" in t for t in slack.ephemeral_texts("U0APPROVER1")
+    )
+    assert await repo.list_grants(now=_now()) == []
+    assert executed("restart_service") == []
+
+    message = slack.server.message(CHANNEL, card.ts)  # redrawn by the refusal
+    assert message is not None
+    [menu] = [e for _, e in message.buttons() if e.get("action_id") == GRANT]
+    menu["options"] = [
+        {"text": {"type": "plain_text", "text": "old"}, "value": f"{approval_id}|600"}
+    ]
+    await grant(slack, "U0APPROVER1", message, "old")
+    assert executed("restart_service") == [{"service": "web"}]
+    assert len(await repo.list_grants(now=_now())) == 1
+
+
 async def test_revocation_from_the_grants_list_and_who_may_revoke(
     slack: Harness, repo: Repository
 ) -> None:
