@@ -151,17 +151,28 @@ async def form_opening(
     if approval is None:
         return None
     if approval.status != "pending" or approval.expires_at <= utcnow():
-        where = {
-            "place": place,
-            "tell": tell,
-            "clicked": form_click.clicked,
-            "refresh_list": form_click.refresh_list,
-        }
+        clicked, refresh_list = form_click.clicked, form_click.refresh_list
         settled = (
-            answer_from_slack(services, approval_id=approval_id, actor=actor, **where)
+            answer_from_slack(
+                services,
+                approval_id=approval_id,
+                actor=actor,
+                place=place,
+                tell=tell,
+                clicked=clicked,
+                refresh_list=refresh_list,
+            )
             if approval.kind == "question"
             else decide_from_slack(
-                services, approval_id=approval_id, actor=actor, approve=False, reason=None, **where
+                services,
+                approval_id=approval_id,
+                actor=actor,
+                approve=False,
+                reason=None,
+                place=place,
+                tell=tell,
+                clicked=clicked,
+                refresh_list=refresh_list,
             )
         )
         services.background.spawn(settled, name=f"{click} {approval_id}")
