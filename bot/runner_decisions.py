@@ -61,6 +61,7 @@ class DecisionSettling:
         grant: GrantDraft | None = None,
         actor_name: str | None = None,
         shown: str | None = None,
+        not_allowed_voters: Collection[str] = (),
     ) -> Decision:
         """Approve or deny; exactly one concurrent decision wins.
 
@@ -77,7 +78,8 @@ class DecisionSettling:
         texts the model reads. ``shown``: what the clicked copy of the card showed
         (``storage.records.fingerprint``, or ``UNEDITED`` for an id-only button): an Approve
         is refused (StaleCopy) when the arguments are no longer those, checked in the
-        decision's transaction.
+        decision's transaction. ``not_allowed_voters``: earlier quorum voters the caller
+        found no longer allowed (Slack's groups, asked just now): their votes do not count.
         """
         approval = await self.repo.get_approval(approval_id)
         if approval is None:
@@ -105,6 +107,7 @@ class DecisionSettling:
             grant=grant,
             actor_name=actor_name,
             shown=shown,
+            not_allowed_voters=not_allowed_voters,
         )
         if outcome is not None and outcome.stale:
             raise StaleCopy(STALE_COPY, outcome.approval)

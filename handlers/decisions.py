@@ -20,6 +20,7 @@ from bot.runner import ApprovalExpired, Decision, DecisionRefused, NotAllowed, R
 from handlers.blocks import escape
 from handlers.pause_blocks import CALLBACK, RETRY, choices_of, kind_of
 from handlers.publish import RESUMING, RESUMING_ANSWERED, CardPlace
+from handlers.quorum_voters import VOTERS_UNKNOWN, VotersUnknown, voters_no_longer_allowed
 from handlers.services import GroupLookupFailed, Services
 from handlers.slack_text import refusal_text
 from storage.models import Approval
@@ -235,6 +236,9 @@ async def decide_from_slack(
         name = None
         if services.people is not None:
             name = await services.people.name_of(actor, team=approval.team_id)
+        removed = set()
+        if approve:
+            removed = await voters_no_longer_allowed(services, approval, actor, groups)
         return await services.runner.decide(
             approval.id,
             actor=actor,
@@ -243,6 +247,7 @@ async def decide_from_slack(
             actor_groups=groups,
             actor_name=name,
             shown=shown,
+            not_allowed_voters=removed,
         )
 
     verb = "Approved" if approve else "Denied"
@@ -352,6 +357,10 @@ async def _settle_from_slack(
     except DATABASE_FAILURES as exc:
         log.error("approval %s: decision by %s not recorded (%s)", approval_id, actor, exc)
         await tell(DECISION_FAILED)
+        return
+    except VotersUnknown as exc:
+        log.error("approval %s: vote by %s not recorded (%s)", approval_id, actor, exc)
+        await tell(VOTERS_UNKNOWN)
         return
     except GroupLookupFailed as exc:
         log.error("approval %s: decision by %s not recorded (%s)", approval_id, actor, exc)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
@@ -43,7 +43,7 @@ from storage.statements import (
     decided_outcome,
     lock_run_of_approval,
 )
-from storage.votes import approve_vote, record_deny_vote
+from storage.votes import APPROVE_VOTERS, approve_vote, record_deny_vote
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
 
@@ -81,6 +81,14 @@ class ApprovalStore:
 
         return await self.database.run(body, READ_ONE)
 
+    async def approve_voters(self, approval_id: str) -> list[str]:
+        """Who has an Approve vote on an approval that needs several approvers, oldest first."""
+
+        def body(tx: Tx) -> list[str]:
+            return [row[0] for row in tx.all(APPROVE_VOTERS, {"id": approval_id})]
+
+        return await self.database.run(body, READ_ONE)
+
     async def decide(
         self,
         approval_id: str,
@@ -95,6 +103,7 @@ class ApprovalStore:
         grant: GrantDraft | None = None,
         actor_name: str | None = None,
         shown: str | None = None,
+        not_allowed_voters: Collection[str] = (),
     ) -> DecisionOutcome | None:
         """Record a decision if the approval is still pending and unexpired.
 
@@ -112,6 +121,8 @@ class ApprovalStore:
         ``shown``: what the clicked copy showed (``records.fingerprint``, or ``UNEDITED``); an
         Approve of a pending approval whose arguments are no longer those changes nothing
         and comes back ``stale`` (None: not from a card, nothing to compare).
+        ``not_allowed_voters``: earlier voters found no longer allowed; their votes are
+        discarded and do not count (storage.votes).
         """
         status = "approved" if approve else "denied"
         # The name is what people knew the decider as: it cannot be longer than its column.
@@ -129,7 +140,13 @@ class ApprovalStore:
                 # An approval that needs several approvers (storage.votes): a vote, and the
                 # decision only when it is the last one needed.
                 vote = approve_vote(
-                    tx, approval_id, actor=actor, actor_name=actor_name, reason=reason, now=now
+                    tx,
+                    approval_id,
+                    actor=actor,
+                    actor_name=actor_name,
+                    reason=reason,
+                    now=now,
+                    not_allowed=not_allowed_voters,
                 )
                 if vote is not None and not vote.decided:
                     pending = APPROVALS.load(tx, vote.row)

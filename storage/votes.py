@@ -11,10 +11,16 @@ Counting is done after locking the approval's row (PostgreSQL ``FOR NO KEY UPDAT
 the run's lock that every deciding transaction takes first; SQLite has one writer), so two
 simultaneous 2nd votes take turns: the second sees the first's vote and approves, never both
 and never neither.
+
+Only votes of people still allowed count: a voter since removed from an approver user group
+is named in ``not_allowed`` by the caller (handlers look the groups up in Slack before the
+transaction, never inside it); the transaction drops those votes by voter id, audits each as
+``approval_vote_discarded``, and counts the rest it sees.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,6 +50,14 @@ RECORD_DENY_VOTE = (
 COUNTED_VOTERS = (
     "SELECT voter FROM approval_votes WHERE approval_id = :id AND vote = 'approve' "
     "AND voter != :requester ORDER BY decided_at, voter"
+)
+# Every Approve so far (the requester's too: callers skip it), for the pre-transaction check.
+APPROVE_VOTERS = (
+    "SELECT voter FROM approval_votes WHERE approval_id = :id AND vote = 'approve' "
+    "ORDER BY decided_at, voter"
+)
+DISCARD_VOTE = (
+    "DELETE FROM approval_votes WHERE approval_id = :id AND voter = :voter AND vote = 'approve'"
 )
 SET_APPROVED_BY = (
     f"UPDATE approvals SET approved_by = :approved_by WHERE id = :id AND {_PENDING} "
@@ -78,11 +92,14 @@ def approve_vote(
     reason: str | None,
     now: datetime,
     actor_name: str | None = None,
+    not_allowed: Collection[str] = (),
 ) -> Vote | None:
     """Record ``actor``'s Approve of a pending approval that needs several approvers.
 
     None when the approval is not pending (decided, expired, another kind): the caller says
-    why. The transaction must hold the run's lock (``lock_run_of_approval``).
+    why. The transaction must hold the run's lock (``lock_run_of_approval``). ``not_allowed``:
+    earlier voters no longer allowed to approve (checked by the caller just before): their
+    votes are discarded here, so neither this count nor the card includes them.
     """
     params: dict[str, Any] = {"id": approval_id, "now": now}
     lock = LOCK_PENDING_APPROVAL if tx.dialect == "postgresql" else PENDING_APPROVAL
@@ -92,9 +109,22 @@ def approve_vote(
     approval: Approval = APPROVALS.load(tx, row)
     if tx.execute(INSERT_APPROVE_VOTE, {**params, "voter": actor, "reason": reason}) != 1:
         return Vote(row=row, duplicate=True)
-    voters = [
-        r[0] for r in tx.all(COUNTED_VOTERS, {"id": approval_id, "requester": approval.requester})
-    ]
+    voters = []
+    for (voter,) in tx.all(COUNTED_VOTERS, {"id": approval_id, "requester": approval.requester}):
+        if voter == actor or voter not in not_allowed:
+            voters.append(voter)
+            continue
+        tx.execute(DISCARD_VOTE, {"id": approval_id, "voter": voter})
+        audit(
+            tx,
+            now,
+            "approval_vote_discarded",
+            run_id=approval.run_id,
+            approval_id=approval_id,
+            actor=voter,
+            reason="no longer an approver",
+            discarded_at_vote_of=actor,
+        )
     audit(
         tx,
         now,

@@ -162,3 +162,66 @@ async def test_the_home_shows_progress_and_is_refreshed_by_a_vote(
     await slack.server.click_home("U0APPROVER2", "approval_approve")
     await slack.settle()
     assert executed("restart_service") == [{"service": "db"}]
+
+
+@pytest.fixture
+async def oncall(repo: Repository) -> AsyncIterator[Harness]:
+    """2 of U0ALICE and the S0ONCALL user group must approve."""
+    policies = {"restart_service": {"approvers": ["U0ALICE", "S0ONCALL"], "min_approvals": 2}}
+    groups = {"S0ONCALL": ["U0ONCALL1", "U0ONCALL2", "U0ONCALL3"]}
+    async with running_bot(make_config(policies=policies), repo, usergroups=groups) as harness:
+        await harness.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+        yield harness
+
+
+async def test_a_voter_removed_from_the_group_no_longer_counts(
+    oncall: Harness, repo: Repository
+) -> None:
+    """Removed from the approver group after voting: the next vote is not the deciding one;
+    the card lists who still counts, the audit keeps the discarded vote."""
+    slack = oncall
+    [card] = slack.cards()
+    await slack.server.click("U0ONCALL1", card, "approval_approve")
+    await slack.settle()
+    assert "1 of 2 approvals: <@U0ONCALL1>" in card_text(slack, card.ts)
+    # Slack's event went to another replica: only a fresh lookup knows.
+    await slack.server.change_usergroup("S0ONCALL", ["U0ONCALL2", "U0ONCALL3"], notify=False)
+
+    await slack.server.click("U0ONCALL2", card, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == []
+    shown = card_text(slack, card.ts)
+    assert "1 of 2 approvals: <@U0ONCALL2>" in shown and "U0ONCALL1" not in shown
+    [approval], _ = await repo.list_pending(PendingFilter(), now=utcnow())
+    assert approval.approved_by == ["U0ONCALL2"]
+    trail = [(e.event, e.actor) for e in await repo.audit_trail(approval_id=approval.id)]
+    assert ("approval_vote_discarded", "U0ONCALL1") in trail
+
+    await slack.server.click("U0ONCALL3", card, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "db"}]
+    assert "Approved* by <@U0ONCALL2>, <@U0ONCALL3>" in card_text(slack, card.ts)
+
+
+async def test_a_deciding_vote_is_not_recorded_while_slack_cannot_list_the_group(
+    oncall: Harness, repo: Repository
+) -> None:
+    """U0ALICE, named by id, needs no lookup herself; the earlier voter's membership cannot
+    be checked (rate limited): nothing is decided or recorded, she is told to try again, and
+    her retry decides."""
+    slack = oncall
+    [card] = slack.cards()
+    await slack.server.click("U0ONCALL1", card, "approval_approve")
+    await slack.settle()
+    slack.server.fail("usergroups.users.list", "ratelimited", times=1)
+    await slack.server.click("U0ALICE", card, "approval_approve")
+    await slack.settle()
+    assert any("couldn't check with Slack" in t for t in slack.ephemeral_texts("U0ALICE"))
+    assert executed("restart_service") == []
+    [approval], _ = await repo.list_pending(PendingFilter(), now=utcnow())
+    assert approval.approved_by == ["U0ONCALL1"]
+    assert await repo.approve_voters(approval.id) == ["U0ONCALL1"]
+
+    await slack.server.click("U0ALICE", card, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "db"}]
