@@ -53,6 +53,25 @@ CARD_GRACE = timedelta(seconds=5)
 SLACK_FAILURES = (SlackApiError, aiohttp.ClientError, asyncio.TimeoutError)
 
 
+def transient(exc: BaseException) -> bool:
+    """A Slack failure worth trying again later: rate limited, Slack's 5xx, a network error or
+    a timeout; not an error Slack will give again (user_not_found, message_not_found, ...)."""
+    if not isinstance(exc, SlackApiError):
+        return True
+    status = getattr(exc.response, "status_code", 200)
+    error = exc.response.get("error") if exc.response is not None else None
+    return status == 429 or status >= 500 or error in TRANSIENT_ERRORS
+
+
+TRANSIENT_ERRORS = {
+    "ratelimited",
+    "internal_error",
+    "fatal_error",
+    "service_unavailable",
+    "request_timeout",
+}
+
+
 class Publisher:
     """``clients`` gives each workspace's client: a run or approval is published with the
     token of the workspace it belongs to (its ``team_id``)."""
@@ -264,6 +283,7 @@ class Publisher:
         second card, posted after a crash hid the first), it is edited too, so no card of a
         decided approval keeps live buttons once someone has clicked it.
         """
+        read_at = utcnow()
         approval = await self.repo.get_approval(approval_id)
         if approval is None:
             return
@@ -274,13 +294,24 @@ class Publisher:
         # read. So every editor reads the approval again after its edit and edits once more
         # if it moved on meanwhile: the last edit then shows the last state.
         for _ in range(_CARD_EDIT_ROUNDS):
-            await self._edit_card(approval, clicked)
+            edited = await self._edit_card(approval, clicked)
+            latest_at = utcnow()
             latest = await self.repo.get_approval(approval_id)
             if latest is None or _card_state(latest) == _card_state(approval):
+                if edited and (approval.min_approvals or 1) > 1:
+                    # The votes read then are on the card: the sweeper need not edit it.
+                    await self.repo.card_edited(approval_id, before=read_at)
                 return
-            approval = latest
+            approval, read_at = latest, latest_at
 
-    async def _edit_card(self, approval: Approval, clicked: CardPlace | None) -> None:
+    async def edit_cards_due(self) -> None:
+        """The sweeper's part: edit the cards of votes whose own edit never came (their
+        replica died between the vote's commit and the edit, or Slack failed it)."""
+        for approval_id in await self.repo.card_edits_due(before=utcnow() - CARD_EDIT_GRACE):
+            await self.refresh_card(approval_id)
+
+    async def _edit_card(self, approval: Approval, clicked: CardPlace | None) -> bool:
+        """Edit the card and its copies; False when the card on record could not be edited."""
         places = []
         if approval.card_ts and approval.card_channel:
             places.append((approval.card_channel, approval.card_ts))
@@ -290,7 +321,8 @@ class Publisher:
         if clicked is not None and clicked not in places:
             places.append(clicked)
         if not places:
-            return
+            return True
+        edited = True
         text, blocks = await self.card_content(approval)
         for channel, ts in places:
             shown = copy_blocks(approval) + blocks if (channel, ts) in copies else blocks
@@ -299,6 +331,11 @@ class Publisher:
                 await client.chat_update(channel=channel, ts=ts, text=text, blocks=shown)
             except SLACK_FAILURES as exc:
                 log.error("approval %s: could not update its card: %s", approval.id, exc)
+                on_record = (channel, ts) == (approval.card_channel, approval.card_ts)
+                # A card Slack refuses for good (deleted, archived) is not retried by sweeps.
+                if on_record and transient(exc):
+                    edited = False
+        return edited
 
     async def ephemeral(
         self, *, channel: str, user: str, text: str, thread_ts: str | None = None, team: str = ""
@@ -313,6 +350,9 @@ class Publisher:
 
 # An approval moves through a handful of states, so a few rounds always reach the last one.
 _CARD_EDIT_ROUNDS = 4
+# A vote's own replica edits its card within a second or two; the sweeper waits this long
+# before it edits one whose mark is still there (a second edit would be harmless anyway).
+CARD_EDIT_GRACE = timedelta(seconds=10)
 
 
 def _card_state(approval: Approval) -> tuple[object, ...]:

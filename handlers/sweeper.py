@@ -33,6 +33,7 @@ async def sweep_once(services: Services) -> None:
     for run_id in await runner.claim_stranded_runs():
         background.spawn(resume_and_publish(services, run_id), name=f"stranded {run_id}")
     await services.publisher.post_missing_cards()  # the card outbox (see handlers.publish)
+    await services.publisher.edit_cards_due()  # quorum votes whose card edit was lost
     if services.reach is not None:
         await services.reach.due()  # DM copies, reminders, escalations (handlers.reach)
     if services.home is not None:

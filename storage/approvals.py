@@ -43,7 +43,13 @@ from storage.statements import (
     decided_outcome,
     lock_run_of_approval,
 )
-from storage.votes import APPROVE_VOTERS, approve_vote, record_deny_vote
+from storage.votes import (
+    APPROVE_VOTERS,
+    CARD_EDITS_DUE,
+    CLEAR_CARD_EDIT_DUE,
+    approve_vote,
+    record_deny_vote,
+)
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
 
@@ -86,6 +92,22 @@ class ApprovalStore:
 
         def body(tx: Tx) -> list[str]:
             return [row[0] for row in tx.all(APPROVE_VOTERS, {"id": approval_id})]
+
+        return await self.database.run(body, READ_ONE)
+
+    async def card_edited(self, approval_id: str, *, before: datetime) -> None:
+        """The card shows the approval as read at ``before``: votes marked until then are on it."""
+
+        def body(tx: Tx) -> None:
+            tx.execute(CLEAR_CARD_EDIT_DUE, {"id": approval_id, "before": before})
+
+        await self.database.run(body, WRITE)
+
+    async def card_edits_due(self, *, before: datetime, limit: int = 100) -> list[str]:
+        """Approvals whose card a vote changed before ``before`` and no edit has shown since."""
+
+        def body(tx: Tx) -> list[str]:
+            return [r[0] for r in tx.all(CARD_EDITS_DUE, {"before": before, "limit": limit})]
 
         return await self.database.run(body, READ_ONE)
 

@@ -223,6 +223,16 @@ class ApprovalVote(Base):
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
+class CardEditDue(Base):
+    """A card to edit again: a vote changed its approval ``since`` and the edit may have been
+    lost with its replica (the sweeper edits it; any edit of the card clears this)."""
+
+    __tablename__ = "card_edits_due"
+
+    approval_id: Mapped[str] = mapped_column(ForeignKey("approvals.id"), primary_key=True)
+    since: Mapped[datetime] = mapped_column(DateTime, index=True)
+
+
 class AuditEvent(Base):
     __tablename__ = "audit_events"
     __table_args__ = (

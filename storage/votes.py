@@ -59,6 +59,15 @@ APPROVE_VOTERS = (
 DISCARD_VOTE = (
     "DELETE FROM approval_votes WHERE approval_id = :id AND voter = :voter AND vote = 'approve'"
 )
+# The card must show this vote: marked in the vote's transaction, cleared by the card's edit.
+MARK_CARD_EDIT_DUE = (
+    "INSERT INTO card_edits_due (approval_id, since) VALUES (:id, :now) "
+    "ON CONFLICT (approval_id) DO UPDATE SET since = excluded.since"
+)
+CLEAR_CARD_EDIT_DUE = "DELETE FROM card_edits_due WHERE approval_id = :id AND since <= :before"
+CARD_EDITS_DUE = (
+    "SELECT approval_id FROM card_edits_due WHERE since <= :before ORDER BY since LIMIT :limit"
+)
 SET_APPROVED_BY = (
     f"UPDATE approvals SET approved_by = :approved_by WHERE id = :id AND {_PENDING} "
     f"RETURNING {APPROVALS.columns}"
@@ -136,6 +145,7 @@ def approve_vote(
         approvals=len(voters),
         needed=approval.min_approvals,
     )
+    tx.execute(MARK_CARD_EDIT_DUE, params)
     values = {**params, "approved_by": json_text(voters)}
     if len(voters) < approval.min_approvals:
         return Vote(row=tx.one(SET_APPROVED_BY, values))

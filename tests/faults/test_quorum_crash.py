@@ -107,3 +107,23 @@ async def test_kill_between_a_vote_and_its_card_edit_the_card_catches_up(
         card_says="ran",
     )
     assert deployment.executions("restart_service", "web") == 1
+
+
+async def test_kill_between_a_vote_and_its_card_edit_the_sweeper_edits_the_card(
+    deployment: Deployment,
+) -> None:
+    """Nobody clicks again: the vote's durable mark makes a survivor's sweeper edit the card."""
+    doomed = await deployment.start(failpoint="decision_stored")
+    asked = await deployment.mention(RESTART_WEB)
+    card = await deployment.card(asked.ts)
+    approval_id = approval_id_of(card)
+    await deployment.slack.click(APPROVER, card, "approval_approve")
+    await deployment.crashed_at(doomed, "decision_stored")
+    assert "0 of 2 approvals yet" in str(card.blocks), card_outcome(card)
+
+    await deployment.start()
+    await eventually(
+        lambda: "1 of 2 approvals: <@U0APPROVER1>" in str(card.blocks),
+        lambda: f"the sweeper to edit the card: {card_outcome(card)}",
+    )
+    assert (await deployment.approval(approval_id)).status == "pending"
