@@ -21,12 +21,12 @@ one escalation. Slack calls only; what was sent and what is due lives in the dat
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from bot import logs
 from bot.clock import utcnow
 from handlers.blocks import escape, mention, slack_date
-from handlers.publish import SLACK_FAILURES
+from handlers.publish import SLACK_FAILURES, transient
 from handlers.reach_blocks import copy_blocks
 from handlers.services import GroupLookupFailed, Services
 from storage.models import Approval
@@ -38,6 +38,28 @@ log = logging.getLogger(__name__)
 DM_CLAIM = timedelta(minutes=1)
 # The sweeper leaves copies this young to the worker that posted the card.
 DM_GRACE = timedelta(seconds=5)
+# Copies Slack failed for now (429, 5xx, a timeout) are tried again after a backoff that
+# doubles from DM_RETRY_FIRST up to DM_RETRY_LONGEST (longer when Slack says Retry-After);
+# after DM_ATTEMPTS failed attempts they are given up (audited).
+DM_RETRY_FIRST = timedelta(seconds=30)
+DM_RETRY_LONGEST = timedelta(minutes=10)
+DM_ATTEMPTS = 6
+
+
+def dm_retry_delay(attempts: int, retry_after: timedelta) -> timedelta:
+    """How long to wait after the ``attempts``-th failed attempt (1 = the first)."""
+    backoff = min(DM_RETRY_FIRST * 2 ** (attempts - 1), DM_RETRY_LONGEST)
+    return max(backoff, retry_after)
+
+
+def retry_after_of(exc: BaseException) -> timedelta:
+    """Slack's Retry-After (seconds) on a 429; zero when it gave none."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    try:
+        return timedelta(seconds=max(0, int(value))) if value is not None else timedelta(0)
+    except (TypeError, ValueError):
+        return timedelta(0)
 
 
 class Reach:
@@ -64,11 +86,15 @@ class Reach:
             # The escalation's send (or the sweep's, when its worker died after claiming it):
             # the card and the copies already out say "Escalated to …" first.
             await self.services.publisher.refresh_card(approval_id)
-        done = {c.recipient for c in await repo.approval_messages(approval_id)}
-        recipients = await self._recipients(approval, state, done)
+        posted_to = {c.recipient for c in await repo.approval_messages(approval_id)}
+        given_up = set(state.dms_given_up)
+        done = posted_to | given_up
+        recipients = await self._recipients(approval, state, posted_to)
         text, blocks = await self.services.publisher.card_content(approval)
         blocks = copy_blocks(approval) + blocks
         posted = 0
+        failed: list[str] = []  # for now: tried again after a backoff
+        retry_after = timedelta(0)
         for user in recipients:
             if user in done:
                 continue
@@ -86,17 +112,66 @@ class Reach:
                 response = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
             except SLACK_FAILURES as exc:
                 log.error("approval %s: could not DM its card to %s: %s", approval_id, user, exc)
+                if transient(exc):
+                    failed.append(user)
+                    retry_after = max(retry_after, retry_after_of(exc))
+                else:
+                    given_up.add(user)
+                    await repo.audit_reach(
+                        approval_id,
+                        "approval_dm_failed",
+                        now=utcnow(),
+                        recipient=user,
+                        error=_error_of(exc),
+                        retried=False,
+                    )
                 continue
             await repo.add_approval_message(
                 approval_id, recipient=user, channel=channel, ts=response["ts"], now=utcnow()
             )
             posted += 1
-        await repo.dms_sent(approval_id, now=utcnow(), until=until)
+        await self._end_claim(approval_id, until, state, failed, given_up, retry_after)
         latest = await repo.get_approval(approval_id)
         if posted and latest is not None and latest.status != "pending":
             # Decided while the copies went out: they show the decision too.
             await self.services.publisher.refresh_card(approval_id)
         return posted
+
+    async def _end_claim(
+        self,
+        approval_id: str,
+        until: datetime,
+        state: ReachState,
+        failed: list[str],
+        given_up: set[str],
+        retry_after: timedelta,
+    ) -> None:
+        """Release the copies' claim: sent, or due again after a backoff, or given up."""
+        repo, now = self.services.repo, utcnow()
+        if not failed:
+            await repo.dms_sent(approval_id, now=now, until=until, given_up=given_up)
+            return
+        attempts = state.dms_attempts + 1
+        if attempts >= DM_ATTEMPTS:
+            await repo.audit_reach(
+                approval_id,
+                "approval_dm_failed",
+                now=now,
+                recipients=failed,
+                attempts=attempts,
+                retried=False,
+            )
+            await repo.dms_sent(approval_id, now=now, until=until, given_up=given_up | set(failed))
+            return
+        retry_at = now + dm_retry_delay(attempts, retry_after)
+        await repo.dms_sent(
+            approval_id,
+            now=now,
+            until=until,
+            given_up=given_up,
+            retry_at=retry_at,
+            attempts=attempts,
+        )
 
     async def _recipients(self, approval: Approval, state: ReachState, done: set[str]) -> list[str]:
         """Named approvers (escalated ones too), groups expanded and capped, never the
@@ -211,6 +286,12 @@ class Reach:
         if escalation is None:
             return  # escalated elsewhere, decided, or expired
         await self.send_copies(approval_id)  # edits the card, then DMs the added approvers
+
+
+def _error_of(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    error = response.get("error") if response is not None and hasattr(response, "get") else None
+    return str(error or type(exc).__name__)
 
 
 def register(services: Services) -> Reach:

@@ -28,14 +28,24 @@ INSERT_REACH = (
 _PENDING_APPROVAL = (
     "approval_id IN (SELECT id FROM approvals WHERE status = 'pending' AND expires_at > :now)"
 )
-_NO_LIVE_DM_CLAIM = "(dms_claimed_until IS NULL OR dms_claimed_until < :now)"
+_NO_LIVE_DM_CLAIM = (
+    "(dms_claimed_until IS NULL OR dms_claimed_until < :now) "
+    "AND (dms_retry_at IS NULL OR dms_retry_at <= :now)"
+)
 CLAIM_DMS = (
     "UPDATE approval_reach SET dms_claimed_until = :until WHERE approval_id = :id "
     f"AND dms_sent_at IS NULL AND {_NO_LIVE_DM_CLAIM} AND {_PENDING_APPROVAL} "
-    "RETURNING escalated_at, escalate_to"
+    "RETURNING escalated_at, escalate_to, dms_attempts, dms_given_up"
 )
 DMS_SENT = (
-    "UPDATE approval_reach SET dms_sent_at = :now, dms_claimed_until = NULL "
+    "UPDATE approval_reach SET dms_sent_at = :now, dms_claimed_until = NULL, "
+    "dms_retry_at = NULL, dms_given_up = :given_up "
+    "WHERE approval_id = :id AND dms_claimed_until = :until"
+)
+# Some copies failed for now: released, and due again at :retry_at (the sweeper sends them).
+DMS_RETRY = (
+    "UPDATE approval_reach SET dms_claimed_until = NULL, dms_retry_at = :retry_at, "
+    "dms_attempts = :attempts, dms_given_up = :given_up "
     "WHERE approval_id = :id AND dms_claimed_until = :until"
 )
 # A sender renews its claim before each copy: one whose claim lapsed and was taken (or
@@ -61,7 +71,8 @@ ESCALATIONS_DUE = (
 )
 CLAIM_ESCALATION = (
     "UPDATE approval_reach SET escalated_at = :now, dms_sent_at = NULL, "
-    "dms_claimed_until = NULL WHERE approval_id = :id AND escalated_at IS NULL "
+    "dms_claimed_until = NULL, dms_retry_at = NULL, dms_attempts = 0 "
+    "WHERE approval_id = :id AND escalated_at IS NULL "
     f"AND escalate_at IS NOT NULL AND escalate_at <= :now AND {_PENDING_APPROVAL} "
     "RETURNING escalate_to"
 )
@@ -112,11 +123,14 @@ class ReachPlan:
 
 @dataclass(frozen=True)
 class ReachState:
-    """An approval's escalation as its card shows it."""
+    """An approval's escalation as its card shows it; for a sender of its DM copies, the
+    failed attempts so far and who will get no copy."""
 
     escalate_at: datetime | None
     escalated_at: datetime | None
     escalate_to: list[str]
+    dms_attempts: int = 0
+    dms_given_up: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,7 +202,8 @@ class ReachStore:
             approval_row = tx.one(APPROVAL_BY_ID, {"id": approval_id})
             if approval_row is None:
                 return None
-            state = ReachState(None, _when(tx, row[0]), _ids(row[1]))
+            given_up = tuple(_ids(row[3])) if row[3] else ()
+            state = ReachState(None, _when(tx, row[0]), _ids(row[1]), row[2] or 0, given_up)
             return APPROVALS.load(tx, approval_row), state
 
         return await self.database.run(body, WRITE)
@@ -203,9 +218,30 @@ class ReachStore:
 
         return await self.database.run(body, WRITE)
 
-    async def dms_sent(self, approval_id: str, *, now: datetime, until: datetime) -> None:
+    async def dms_sent(
+        self,
+        approval_id: str,
+        *,
+        now: datetime,
+        until: datetime,
+        given_up: Collection[str] = (),
+        retry_at: datetime | None = None,
+        attempts: int = 0,
+    ) -> None:
+        """The claim (held until ``until``) ends: every copy is out, or given up for the
+        recipients in ``given_up``; with ``retry_at`` some failed for now and are due again
+        then (``attempts``: failed attempts so far)."""
+        params = {
+            "id": approval_id,
+            "now": now,
+            "until": until,
+            "given_up": json_text(sorted(given_up)) if given_up else None,
+            "retry_at": retry_at,
+            "attempts": attempts,
+        }
+
         def body(tx: Tx) -> None:
-            tx.execute(DMS_SENT, {"id": approval_id, "now": now, "until": until})
+            tx.execute(DMS_SENT if retry_at is None else DMS_RETRY, params)
 
         await self.database.run(body, WRITE)
 

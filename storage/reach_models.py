@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, ForeignKey, Index, String, Text, text
+from sqlalchemy import DateTime, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from storage.models import Base
@@ -51,6 +51,11 @@ class ApprovalReach(Base):
     # The DM copies: claimed (one sender at a time) until sent; an escalation re-opens them.
     dms_claimed_until: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     dms_sent_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # Copies Slack failed for a while are tried again at ``dms_retry_at`` (storage.reach);
+    # ``dms_given_up``: JSON list of recipients never tried again.
+    dms_retry_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    dms_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    dms_given_up: Mapped[str | None] = mapped_column(Text, nullable=True)
     remind_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     reminded_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     escalate_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)

@@ -405,3 +405,60 @@ async def test_an_escalation_whose_worker_died_before_the_card_edit_is_shown(
             assert note in json.dumps(card.blocks) and has_buttons(card)
             assert note in json.dumps(slack.dm_cards(APPROVER)[0].blocks)
             assert len(slack.dm_cards(BOSS)) == 1
+
+
+async def test_a_dm_copy_slack_failed_for_now_is_sent_by_a_later_sweep(repo: Repository) -> None:
+    """429s (after the client's own retries): the copy is due again after a backoff, and
+    the sweep that finds it due sends it, once."""
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(make_config(policies=policy()), repo) as slack:
+            slack.server.rate_limit("conversations.open", times=4, retry_after=1)
+            await slack.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+            await slack.settle()
+            assert slack.dm_cards(APPROVER) == []
+            clock.tick(timedelta(seconds=10))
+            await sweep_once(slack.bot.services)  # not due yet: nothing is asked of Slack
+            await slack.settle()
+            assert len(slack.server.calls_to("conversations.open")) == 4
+            clock.tick(timedelta(minutes=1))
+            for _ in range(2):
+                await sweep_once(slack.bot.services)
+                await slack.settle()
+            assert len(slack.dm_cards(APPROVER)) == 1
+
+
+async def test_a_dm_copy_slack_refuses_for_good_is_not_retried(repo: Repository) -> None:
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(make_config(policies=policy()), repo) as slack:
+            slack.server.fail("conversations.open", "user_not_found", times=1)
+            await slack.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+            await slack.settle()
+            for _ in range(3):
+                clock.tick(timedelta(minutes=5))
+                await sweep_once(slack.bot.services)
+                await slack.settle()
+            assert slack.dm_cards(APPROVER) == []
+            assert len(slack.server.calls_to("conversations.open")) == 1
+            [(_, detail)] = await audit_events(repo, "approval_dm_failed")
+            assert "user_not_found" in str(detail)
+
+
+async def test_dm_copies_that_keep_failing_are_given_up_after_a_bound(repo: Repository) -> None:
+    config = make_config(policies=policy(ttl="1d"))
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(config, repo) as slack:
+            slack.server.fail("conversations.open", "ratelimited", times=1000)
+            await slack.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+            await slack.settle()
+            for _ in range(12):
+                clock.tick(timedelta(minutes=11))
+                await sweep_once(slack.bot.services)
+                await slack.settle()
+            tried = len(slack.server.calls_to("conversations.open"))
+            assert 1 < tried < 12
+            [(_, detail)] = await audit_events(repo, "approval_dm_failed")
+            assert APPROVER in str(detail)
+            clock.tick(timedelta(hours=1))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            assert len(slack.server.calls_to("conversations.open")) == tried
