@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
+from freezegun import freeze_time
 
 from bot.clock import utcnow
+from handlers.sweeper import sweep_once
+from playground.slack_server import SlackServer
 from storage.repository import PendingFilter, Repository
 from tests.conftest import BASE_CONFIG, make_config
-from tests.slack_harness import Harness, running_bot
+from tests.slack_harness import SECRET, Harness, running_bot
 from tests.test_slack_quorum import APPROVERS, calls, card_text
 
 
@@ -85,3 +89,34 @@ async def test_a_vote_from_another_workspace_on_the_same_approval_id_is_refused(
     told = slack.ephemeral_texts("U0APPROVER1")
     assert any("does not belong to this workspace" in t for t in told), told
     assert "0 of 3 approvals yet" in card_text(slack, card.ts)
+
+
+async def test_a_card_edit_slack_failed_is_made_by_a_later_sweep(repo: Repository) -> None:
+    """Slack refuses the vote's card edit for now (429s past the client's retries): the
+    vote's mark stays, and a sweep after the grace edits the card; nobody clicks again."""
+    policies = {
+        **BASE_CONFIG["policies"],
+        "restart_service": {"approvers": APPROVERS, "min_approvals": 2},
+    }
+    with freeze_time("2026-11-30 10:00:00", real_asyncio=True) as clock:
+        server = SlackServer(signing_secret=SECRET)
+        await server.start()
+        try:
+            async with running_bot(make_config(policies=policies), repo, server=server) as slack:
+                await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+                [card] = slack.cards()
+                server.rate_limit("chat.update", times=4, retry_after=0)
+                await server.click("U0APPROVER1", card, "approval_approve")
+                await slack.settle()
+                assert "0 of 2 approvals yet" in card_text(slack, card.ts)
+                clock.tick(timedelta(minutes=1))
+                await sweep_once(slack.bot.services)
+                await slack.settle()
+                assert "1 of 2 approvals: <@U0APPROVER1>" in card_text(slack, card.ts)
+                updates = len(server.calls_to("chat.update"))
+                clock.tick(timedelta(minutes=1))
+                await sweep_once(slack.bot.services)  # edited and unmarked: not edited again
+                await slack.settle()
+                assert len(server.calls_to("chat.update")) == updates
+        finally:
+            await server.stop()
