@@ -89,11 +89,12 @@ class Reach:
         posted_to = {c.recipient for c in await repo.approval_messages(approval_id)}
         given_up = set(state.dms_given_up)
         done = posted_to | given_up
-        recipients = await self._recipients(approval, state, posted_to)
+        unlisted: list[str] = []  # groups Slack could not list now: their copies come later
+        recipients = await self._recipients(approval, state, posted_to, unlisted)
         text, blocks = await self.services.publisher.card_content(approval)
         blocks = copy_blocks(approval) + blocks
         posted = 0
-        failed: list[str] = []  # for now: tried again after a backoff
+        failed = list(unlisted)  # for now: tried again after a backoff
         retry_after = timedelta(0)
         for user in recipients:
             if user in done:
@@ -173,11 +174,13 @@ class Reach:
             attempts=attempts,
         )
 
-    async def _recipients(self, approval: Approval, state: ReachState, done: set[str]) -> list[str]:
+    async def _recipients(
+        self, approval: Approval, state: ReachState, done: set[str], unlisted: list[str]
+    ) -> list[str]:
         """Named approvers (escalated ones too), groups expanded and capped, never the
         requester, each once. ``done``: who has a copy already (a group whose capped
         members all have one was announced when they got it: an escalation's second send
-        does not say so again)."""
+        does not say so again). ``unlisted``: gets the groups Slack could not list now."""
         names = list(approval.approvers)
         if state.escalated_at is not None:
             names += [a for a in state.escalate_to if a not in names]
@@ -190,7 +193,8 @@ class Reach:
             try:
                 members = sorted(await self.services.groups.members(name, team=approval.team_id))
             except GroupLookupFailed as exc:
-                log.error("approval %s: no DMs to group %s: %s", approval.id, name, exc)
+                log.error("approval %s: no DMs to group %s yet: %s", approval.id, name, exc)
+                unlisted.append(name)
                 continue
             announced = done.issuperset(set(members[:limit]) - {approval.requester})
             if len(members) > limit and not announced:

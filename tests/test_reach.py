@@ -462,3 +462,19 @@ async def test_dm_copies_that_keep_failing_are_given_up_after_a_bound(repo: Repo
             await sweep_once(slack.bot.services)
             await slack.settle()
             assert len(slack.server.calls_to("conversations.open")) == tried
+
+
+async def test_a_group_slack_could_not_list_gets_its_copies_from_a_later_sweep(
+    repo: Repository,
+) -> None:
+    config = make_config(policies=policy(approvers=[GROUP]))
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(config, repo, usergroups={GROUP: ["U0ONCALL"]}) as slack:
+            slack.server.fail("usergroups.users.list", "ratelimited", times=1)
+            await slack.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+            await slack.settle()
+            assert slack.dm_cards("U0ONCALL") == []
+            clock.tick(timedelta(minutes=1))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            assert len(slack.dm_cards("U0ONCALL")) == 1
