@@ -75,6 +75,8 @@ clicks = st.lists(
     min_approvals=st.integers(min_value=2, max_value=3),
     requester=st.sampled_from(["U0REQUESTER", "U0APPROVER3"]),
     allow_self=st.booleans(),
+    removed=st.sampled_from([None, *APPROVERS]),
+    removed_after=st.integers(min_value=0, max_value=4),
 )
 async def test_no_click_sequence_runs_a_call_without_its_quorum_or_twice(
     replicas: tuple[Repository, Repository],
@@ -82,7 +84,12 @@ async def test_no_click_sequence_runs_a_call_without_its_quorum_or_twice(
     min_approvals: int,
     requester: str,
     allow_self: bool,
+    removed: str | None,
+    removed_after: int,
 ) -> None:
+    """``removed`` leaves the approvers after batch ``removed_after``: from then on their
+    clicks are refused (as the click's own group check does) and every later Approve names
+    them as no longer allowed (as handlers.quorum_voters does): their vote stops counting."""
     config = quorum_config(min_approvals, allow_self=allow_self)
     runners = [Runner(repo, config, worker_id=f"replica-{i}") for i, repo in enumerate(replicas)]
     service = f"svc{next(_examples)}"
@@ -95,19 +102,30 @@ async def test_no_click_sequence_runs_a_call_without_its_quorum_or_twice(
     [approval] = paused.new_approvals
     assert approval.min_approvals == min_approvals
 
+    gone: set[str] = set()
+
     async def click(runner: Runner, user: str, approve: bool) -> None:
+        if user in gone:
+            return
         try:
-            decision = await runner.decide(approval.id, actor=user, approve=approve)
+            decision = await runner.decide(
+                approval.id, actor=user, approve=approve, not_allowed_voters=set(gone)
+            )
         except DecisionRefused:
             return
         if decision.resume_claimed:
             await runner.resume(approval.run_id)
 
-    for batch in batches:
+    decided_before_removal = False
+    for number, batch in enumerate(batches):
         # Each batch lands at once, spread over both replicas.
         await asyncio.gather(
             *(click(runners[i % 2], user, approve) for i, (user, approve) in enumerate(batch))
         )
+        if removed is not None and number == removed_after:
+            gone.add(removed)
+            now = await replicas[0].get_approval(approval.id)
+            decided_before_removal = now is not None and now.status != "pending"
 
     ran = [args for tool, args in ops_tools.EXECUTED if args.get("service") == service]
     final = await replicas[0].get_approval(approval.id)
@@ -128,7 +146,9 @@ async def test_no_click_sequence_runs_a_call_without_its_quorum_or_twice(
     else:
         assert final.status in ("pending", "denied"), final.status
         assert set(voters) <= approving and len(set(voters)) < min_approvals
-    if not denied:
+    if ran and gone and not decided_before_removal:
+        assert removed not in voters, "a vote of someone no longer allowed counted"
+    if not denied and not gone:
         # Nothing ended it: it ran exactly when enough distinct allowed people approved.
         assert bool(ran) == (len(approving) >= min_approvals), (approving, final.status)
     events = await replicas[0].audit_trail(approval_id=approval.id)
