@@ -35,6 +35,30 @@ prepare_llm()
 register_model(ScriptedModel())
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--phase",
+        choices=("all", "parallel", "serial"),
+        default="all",
+        help="scripts/test: 'parallel' leaves out the tests marked serial, 'serial' runs only them",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Chosen here rather than with -m so that a -m or -k given to scripts/test still applies.
+    phase = config.getoption("--phase")
+    if phase == "all":
+        return
+    want_serial = phase == "serial"
+    keep, dropped = [], []
+    for item in items:
+        is_serial = item.get_closest_marker("serial") is not None
+        (keep if is_serial == want_serial else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     if POSTGRES_URL:
         return f"PostgreSQL tests: on ({POSTGRES_URL})"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -43,8 +44,41 @@ class ServedBot:
     output: bytes = b""
 
 
+# A port found free is bound by the bot process only later. Taken from the kernel's ephemeral
+# range (32768-60999 on Linux), it could meanwhile be given to another test worker's bot or to
+# any outgoing connection, and a health check would then reach the wrong process. So each
+# pytest-xdist worker takes ports from a block of its own below that range.
+PORT_BLOCK_BASE = 20000
+PORT_BLOCK_SIZE = 400
+PORT_BLOCKS = (32768 - PORT_BLOCK_BASE) // PORT_BLOCK_SIZE
+
+
+def _worker_port_block() -> range | None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1… under xdist
+    index = int(worker[2:]) + 1 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    if index >= PORT_BLOCKS:
+        return None
+    start = PORT_BLOCK_BASE + index * PORT_BLOCK_SIZE
+    return range(start, start + PORT_BLOCK_SIZE)
+
+
+# Ports are handed out in turn from a random start, so a port is reused as late as possible.
+_next_offset = random.randrange(PORT_BLOCK_SIZE)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
+    global _next_offset
+    block = _worker_port_block() or range(0)
+    for _ in block:
+        port = block[_next_offset % len(block)]
+        _next_offset += 1
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # more workers than blocks, or a block all in use
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 

@@ -33,6 +33,9 @@ except ImportError:  # reported by the test itself
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "playground"
 CHROMIUM = Path("/usr/bin/chromium")
+# One worker runs this module's tests in turn (scripts/test: --dist loadgroup): they share
+# ARTIFACTS, which the first clears, and two Chromiums at once would only slow each other.
+pytestmark = pytest.mark.xdist_group("browser")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

@@ -70,6 +70,10 @@ async def pg_running() -> bool:
     return await process.wait() == 0
 
 
+# It stops the server every other PostgreSQL test uses: scripts/test runs it after the rest.
+pytestmark = pytest.mark.serial
+
+
 @pytest.fixture
 async def outage_deployment(
     slack: SlackServer, postgres_database: str, tmp_path: Path
