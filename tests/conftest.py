@@ -45,6 +45,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The fault tests each run bot processes against short leases and sweeps: on one worker
+    # in turn (scripts/test: --dist loadgroup), so they never starve one another of CPU.
+    for item in items:
+        if "faults" in item.path.parts:
+            item.add_marker(pytest.mark.xdist_group("faults"))
     # Chosen here rather than with -m so that a -m or -k given to scripts/test still applies.
     phase = config.getoption("--phase")
     if phase == "all":
