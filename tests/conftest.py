@@ -45,11 +45,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The fault tests each run bot processes against short leases and sweeps: on one worker
-    # in turn (scripts/test: --dist loadgroup), so they never starve one another of CPU.
-    for item in items:
-        if "faults" in item.path.parts:
-            item.add_marker(pytest.mark.xdist_group("faults"))
+    # The fault tests each run bot processes against short leases and sweeps: at most two at
+    # a time (two xdist groups, alternating; scripts/test: --dist loadgroup), as six at once
+    # starved one another of CPU. Collection order is the same on every worker.
+    faults = [item for item in items if "faults" in item.path.parts]
+    for index, item in enumerate(faults):
+        item.add_marker(pytest.mark.xdist_group(f"faults{index % 2}"))
     # Chosen here rather than with -m so that a -m or -k given to scripts/test still applies.
     phase = config.getoption("--phase")
     if phase == "all":

@@ -58,6 +58,10 @@ def card_for(cards: list[Message], service: str) -> Message:
 async def test_two_replicas_run_every_approved_call_exactly_once(replicas: Deployment) -> None:
     deployment, slack = replicas, replicas.slack
     first, second = await deployment.start(), await deployment.start()
+    # Every delivery must be acknowledged, however long a busy machine makes that take: an
+    # unanswered one would be redelivered, which is not what this test is about. (Answering
+    # within Slack's 3 s is tests/test_slack_acks.py's.)
+    slack.ack_timeout = 30.0
     urls = [first.events_url, second.events_url]
     acks: list[BotReply | BaseException] = []
     gate = asyncio.Semaphore(CONCURRENT_TURNS)
@@ -100,7 +104,7 @@ async def test_two_replicas_run_every_approved_call_exactly_once(replicas: Deplo
         await asyncio.sleep(0.2)
 
     slow_or_failed = [a for a in acks if not isinstance(a, BotReply) or a.status != 200]
-    assert slow_or_failed == [], f"{len(slow_or_failed)} deliveries not acknowledged in 3 s"
+    assert slow_or_failed == [], f"{len(slow_or_failed)} deliveries not acknowledged"
 
     stuck = await deployment.rows(
         "SELECT r.id, r.status, (SELECT count(*) FROM approvals a WHERE a.run_id = r.id "
