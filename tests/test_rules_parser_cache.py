@@ -86,12 +86,13 @@ def test_a_saved_parser_others_may_write_is_not_loaded(
     CELParser.CEL_PARSER = None
     install_cached_parser()
     (saved,) = (tmp_path / CACHE_DIR_NAME).iterdir()
-    saved.write_bytes(b"planted")
-    saved.chmod(0o666)
+    saved.chmod(0o666)  # a good parser, but anyone could have written it
+    planted = saved.stat().st_ino
     CELParser.CEL_PARSER = None
     install_cached_parser()
-    assert CELParser.CEL_PARSER is None  # not loaded: cel-python builds its own
-    assert saved.read_bytes() == b"planted"
+    # Not loaded: built, and saved in its place (the folder is this user's alone).
+    assert saved.stat().st_ino != planted
+    assert saved.stat().st_mode & 0o777 == 0o600
 
 
 def test_no_cache_folder_builds_the_parser_as_cel_python_does(tmp_path: Path) -> None:
@@ -113,3 +114,68 @@ def test_no_cache_folder_builds_the_parser_as_cel_python_does(tmp_path: Path) ->
     assert done.stderr.count("\n") == 1
     assert "policies.restart_service.rules[0].when: line 1, column" in done.stderr, done.stderr
     assert "the expression ends too early" in done.stderr
+
+
+def test_the_second_start_loads_what_the_first_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_parser: None
+) -> None:
+    """The saved file is loaded as it is, not built and written again (lark's own cache hashed
+    the temporary file's name, so a file moved into place never matched and was rewritten in
+    place at the next start, where another process could read half of it)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    CELParser.CEL_PARSER = None
+    install_cached_parser()
+    (saved,) = (tmp_path / CACHE_DIR_NAME).iterdir()
+    first = saved.read_bytes()
+    identity = (saved.stat().st_ino, saved.stat().st_mtime_ns)
+    CELParser.CEL_PARSER = None
+    install_cached_parser()
+    assert CELParser.CEL_PARSER is not None
+    assert (saved.stat().st_ino, saved.stat().st_mtime_ns) == identity
+    assert saved.read_bytes() == first
+
+
+def test_a_group_writable_umask_still_saves_a_private_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_parser: None
+) -> None:
+    """umask 002 (Debian's default with per-user groups) made the file 0664, which the next
+    start then refused to load: the cache never worked for those users."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    CELParser.CEL_PARSER = None
+    kept = os.umask(0o002)
+    try:
+        install_cached_parser()
+    finally:
+        os.umask(kept)
+    (saved,) = (tmp_path / CACHE_DIR_NAME).iterdir()
+    assert saved.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "symlink", "fifo", "folder"])
+def test_a_damaged_or_odd_file_is_replaced_by_a_built_parser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_parser: None, damage: str
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    CELParser.CEL_PARSER = None
+    install_cached_parser()
+    (saved,) = (tmp_path / "cache" / CACHE_DIR_NAME).iterdir()
+    good = saved.read_bytes()
+    saved.unlink()
+    if damage == "truncated":
+        saved.write_bytes(good[: len(good) // 2])
+    elif damage == "garbage":
+        saved.write_bytes(good.splitlines(keepends=True)[0] + b"\x80\x05garbage")
+    elif damage == "symlink":  # even to a good file of this user's: only a file is read
+        (tmp_path / "elsewhere").write_bytes(good)
+        saved.symlink_to(tmp_path / "elsewhere")
+    elif damage == "fifo":
+        os.mkfifo(saved)
+    else:
+        saved.mkdir()
+    CELParser.CEL_PARSER = None
+    install_cached_parser()
+    parser = CELParser(tree_class=celpy.InterpretedRunner.tree_node_class)
+    assert parsed(parser, CONDITIONS[1])[0].startswith("expr")
+    if damage != "folder":  # a folder in its place stays; the parser is built each time
+        assert saved.is_file() and not saved.is_symlink()
+        assert saved.read_bytes().splitlines()[0] == good.splitlines()[0]
