@@ -8,7 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,6 +33,7 @@ from storage.reads import NeedsRepository, open_reads
 from storage.repository import Repository
 from storage.urls import plain_sqlite_path
 from tests.conftest import fresh_postgres_database
+from tests.serve_process import ROOT
 
 CONFIG = (
     'model = "scripted"\ntools = ["tests.ops_tools:restart_service"]\n'
@@ -408,3 +413,62 @@ def test_plain_sqlite_urls_are_read_as_sqlalchemy_reads_them(url: str) -> None:
 )
 def test_other_urls_go_through_sqlalchemy(url: str) -> None:
     assert plain_sqlite_path(url) is None
+
+
+def run_cli(tmp_path: Path, url: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", "--config", str(tmp_path / "bot.toml"), *argv],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("query", ["", "?timeout=30"])  # the read path; the Repository's
+async def test_a_damaged_table_is_one_line_not_a_traceback(
+    seeded: str, tmp_path: Path, query: str
+) -> None:
+    """The schema check reads one page; a damaged page of a table is found later, mid-read."""
+    path = tmp_path / "bot.db"
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        (page_size,) = connection.execute("PRAGMA page_size").fetchone()
+        rootpages = dict(connection.execute("SELECT name, rootpage FROM sqlite_master"))
+    with path.open("r+b") as file:
+        for table in ("approvals", "runs"):
+            file.seek((rootpages[table] - 1) * page_size)
+            file.write(b"\xff" * page_size)
+    for argv in (["approvals", "list"], ["runs", "show", "run_01"]):
+        done = run_cli(tmp_path, seeded + query, argv)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert "cannot read the database" in done.stderr
+        assert "database disk image is malformed" in done.stderr
+        assert done.stdout == ""
+
+
+LIST_JSON = ["approvals", "list", "--json"]
+
+
+async def test_a_reader_that_stops_reading_is_no_error(seeded: str, tmp_path: Path) -> None:
+    """`approvals list --json | head -2`: no traceback when head closes the pipe."""
+    with contextlib.closing(sqlite3.connect(tmp_path / "bot.db")) as connection:
+        connection.execute(
+            "UPDATE approvals SET arguments = ? WHERE status = 'pending'",
+            (json.dumps({"service": "x" * 300_000}),),  # more than a pipe holds
+        )
+        connection.commit()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "--config", str(tmp_path / "bot.toml"), *LIST_JSON],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": seeded},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.read(10) == b"[\n  {\n    "
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141
+    assert stderr == ""

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from storage.reads import SQLiteReads
     from storage.repository import Repository
 
+# What a shell reports for a command killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
+
 Command = Callable[["Repository", "Config", argparse.Namespace], Awaitable[int]]
 
 # (command, subcommand) -> "module:function" under bot.cli, imported when it runs.
@@ -93,15 +96,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             output.wrap_stdout()
             return _main(args)
         # Their output shows what models, tools and users wrote: shown, never obeyed.
-        with terminal_safe_output():
-            return _main(args)
+        try:
+            with terminal_safe_output():
+                return _main(args)
+        except BrokenPipeError:
+            return _reader_went_away()
 
 
-def _early_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--log-format", default=None)  # checked by the full parser
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser
+def _reader_went_away() -> int:
+    """``approval-bot approvals list --json | head``: the reader stopped reading, which is no
+    error of ours; quiet, as a tool killed by SIGPIPE is (and the interpreter's final flush
+    of stdout must not fail again)."""
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 def _early_parser() -> argparse.ArgumentParser:
@@ -230,17 +238,23 @@ async def with_repository(
     """``body`` with the repository; ``read_only`` (commands that only read) on a SQLite
     file at the schema's head: with storage.reads instead, which needs no SQLAlchemy."""
     if read_only and (reads := _sqlite_reads(config.database_url)) is not None:
+        import sqlite3
+
         from storage.reads import NeedsRepository
 
         try:
             return await body(reads)  # type: ignore[arg-type]  # the methods reads call
         except NeedsRepository:
             pass  # it has something to write after all: on the Repository, below
+        except sqlite3.Error as exc:  # damaged pages past the schema check, a long lock
+            raise _unreadable(config.database_url, exc) from None
         except asyncio.CancelledError:
             _say_interrupted(0)  # a read holds no lease
             return EXIT_INTERRUPTED
         finally:
             await reads.close()
+    from sqlalchemy.exc import DBAPIError
+
     from bot.cli.common import worker_id
     from bot.clock import utcnow
     from storage.repository import Repository
@@ -248,12 +262,23 @@ async def with_repository(
     repo = await Repository.open(config.database_url)
     try:
         return await body(repo)
+    except DBAPIError as exc:
+        if not read_only:
+            raise
+        raise _unreadable(config.database_url, exc.orig) from None
     except asyncio.CancelledError:
         released = await repo.release_leases(worker_id(), now=utcnow())
         _say_interrupted(len(released))
         return EXIT_INTERRUPTED
     finally:
         await repo.close()
+
+
+def _unreadable(database_url: str, exc: BaseException | None) -> Exception:
+    """A read that failed after the database opened (a damaged file): one line, exit 2."""
+    from storage.urls import DatabaseUnavailable, safe_url
+
+    return DatabaseUnavailable(f"cannot read the database {safe_url(database_url)}: {exc}")
 
 
 def _sqlite_reads(database_url: str) -> SQLiteReads | None:
