@@ -101,6 +101,22 @@ def test_commands_about_what_is_recorded_create_no_database(
     assert not database.exists()
 
 
+def test_an_empty_database_file_is_no_database_and_stays_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `touch bot.db` (or a file a failed copy left empty) is not a database: reading from it
+    # must not write the whole schema into it only to say there is nothing.
+    config = tmp_path / "bot.toml"
+    config.write_text(CONFIG)
+    database = tmp_path / "empty.db"
+    database.touch()
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{database}")
+    code, out, err = run_cli(capsys, "--config", str(config), "approvals", "list")
+    assert code == 2 and out == ""
+    assert f"there is no database at {database}" in err and "the file is empty" in err
+    assert database.stat().st_size == 0
+
+
 def test_cancel_follows_the_deciding_rule_unless_forced(
     config_at: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

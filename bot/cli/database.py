@@ -32,8 +32,9 @@ NEEDS_A_DATABASE = {
 
 
 def missing_database_file(database_url: str) -> str | None:
-    """The path of a SQLite database file that does not exist, or None (it exists, it is in
-    memory, or the database is a server: PostgreSQL databases are made by their admins)."""
+    """The path of a SQLite database file that does not exist or is empty, as said to the
+    user, or None (it holds a database, it is in memory, or the database is a server:
+    PostgreSQL databases are made by their admins)."""
     from storage.urls import plain_sqlite_path
 
     path = plain_sqlite_path(database_url)
@@ -50,9 +51,27 @@ def missing_database_file(database_url: str) -> str | None:
         path = url.database
     if not path or path == ":memory:" or path.startswith("file:"):
         return None
-    if os.path.exists(path) or not os.path.isdir(os.path.dirname(path) or "."):
+    if not os.path.isdir(os.path.dirname(path) or "."):
         return None  # a missing folder is Repository.open's error, which names the folder
+    if _holds_nothing(path):
+        return f"{path} (the file is empty)"
+    if os.path.exists(path):
+        return None
     return path
+
+
+def _holds_nothing(path: str) -> bool:
+    """An empty file (``touch bot.db``) with no write-ahead log beside it: SQLite would take it
+    as a new database, and migrating it would write the whole schema only to list nothing."""
+    try:
+        if os.path.getsize(path) != 0:
+            return False
+    except OSError:
+        return False  # missing (the caller says so) or unreadable (Repository.open says why)
+    try:
+        return os.path.getsize(f"{path}-wal") == 0
+    except OSError:
+        return True
 
 
 async def db_upgrade(repo: Repository, config: Config, args: argparse.Namespace) -> int:
