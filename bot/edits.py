@@ -28,15 +28,27 @@ from bot.decisions import (
 )
 from bot.policy import Policy, refusal_reason
 from bot.tools import tool_definition
-from storage.edits import EditRequest
+from storage.edits import EditConflict, EditRequest
 from storage.models import Approval
-from storage.records import ApprovalDraft, DecisionOutcome, PayloadHasher, canonical_json
+from storage.records import (
+    ApprovalDraft,
+    DecisionOutcome,
+    PayloadHasher,
+    canonical_json,
+    fingerprint,
+)
 from storage.repository import Repository
 from storage.values import storable
 
 # Changes listed in a tool result or on a card before "and N more".
 CHANGES_SHOWN = 10
 VALUE_SHOWN = 80
+
+
+EDITED_MEANWHILE = (
+    "Someone else edited this call after you opened the form, so yours was not applied "
+    "over arguments you did not see. Click Edit again."
+)
 
 
 class EditRefused(DecisionRefused):
@@ -273,11 +285,15 @@ class EditSettling:
         actor_groups: Collection[str] = (),
         actor_name: str | None = None,
         claim_resume: bool = True,
+        shown: str | None = None,
     ) -> Decision:
         """Approve the call with ``arguments`` instead of the proposed ones, exactly once.
 
         ``actor_name``: the approver's display name, stored with the decision as ``decide``
-        stores it (the model reads who approved by name).
+        stores it (the model reads who approved by name). ``shown``: the fingerprint of the
+        arguments the editor's form showed (``storage.records.shows_current``); without it,
+        those of the approval as read here. Either way an edit made by someone else since
+        is refused (EditRefused), never overwritten.
 
         Raises what ``decide`` raises (not found, not allowed, decided already, expired),
         EditRefused when the approval may not be edited or the edited call is denied by its
@@ -323,18 +339,23 @@ class EditSettling:
             rule=getattr(policy, "rule", None),
             rule_when=getattr(policy, "rule_when", None),
             rule_error=getattr(policy, "rule_error", None),
+            # The checks above read ``approval``: they hold only while it is unchanged.
+            shown=fingerprint(approval.payload_hash) if shown is None else shown,
         )
         now = self.clock()
-        outcome = await self.repo.edit_approval(
-            approval_id,
-            actor=actor,
-            edit=edit,
-            actor_name=actor_name,
-            worker=self._new_owner(),
-            lease_until=self._lease_until(),
-            now=now,
-            claim=claim_resume,
-        )
+        try:
+            outcome = await self.repo.edit_approval(
+                approval_id,
+                actor=actor,
+                edit=edit,
+                actor_name=actor_name,
+                worker=self._new_owner(),
+                lease_until=self._lease_until(),
+                now=now,
+                claim=claim_resume,
+            )
+        except EditConflict:
+            raise EditRefused(EDITED_MEANWHILE, approval) from None
         if outcome is None:
             current = await self.repo.get_approval(approval_id)
             if current is not None and current.status == "pending" and not current.allow_edit:

@@ -17,6 +17,7 @@ from bot.edits import changes_text
 from handlers.blocks import (
     Block,
     _button,
+    approve_value,
     escape,
     escaped_within,
     mention,
@@ -145,7 +146,9 @@ def _input(
 def render_edit_modal(approval: Approval, schema: dict[str, Any]) -> Block:
     """The edit form, prefilled with the arguments to approve (an earlier edit's, if any).
 
-    ``private_metadata`` is the approval id alone: the submission reads everything else
+    ``private_metadata`` is the approval id and the fingerprint of the arguments shown (as
+    an Approve button's value): a submission after someone else's edit is refused rather
+    than applied over arguments its author never saw. The submission reads everything else
     (the tool, its schema, who may decide) from the database again.
     """
     arguments = current_arguments(approval)
@@ -176,7 +179,11 @@ def render_edit_modal(approval: Approval, schema: dict[str, Any]) -> Block:
                 block["hint"] = {"type": "plain_text", "text": hint}
             blocks.append(block)
     return form_modal(
-        EDIT_MODAL, approval.id, title="Edit, then approve", submit=SUBMIT, blocks=blocks
+        EDIT_MODAL,
+        approve_value(approval),
+        title="Edit, then approve",
+        submit=SUBMIT,
+        blocks=blocks,
     )
 
 

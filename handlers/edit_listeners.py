@@ -18,10 +18,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.decisions import Decision, describe_status
-from bot.edits import changes_text, edit_errors
+from bot.edits import EDITED_MEANWHILE, changes_text, edit_errors
 from bot.runner import ensure_may_decide
 from handlers import edit_blocks
-from handlers.blocks import escape
+from handlers.blocks import escape, parse_approve_value
 from handlers.decisions import (
     LOOKUP_FAILED,
     ClickPlace,
@@ -31,6 +31,7 @@ from handlers.decisions import (
 from handlers.interactions import form_click
 from handlers.services import Services
 from storage.models import Approval
+from storage.records import shows_current
 from storage.repository import DATABASE_FAILURES, time_limit
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,8 @@ def register(app: AsyncApp, services: Services) -> None:
 
     @app.view(edit_blocks.EDIT_MODAL)
     async def on_edit_submitted(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
-        approval_id = view.get("private_metadata")
-        approval_id = approval_id if isinstance(approval_id, str) else ""
+        # "id:fingerprint" of what the form showed; the id alone from the previous release.
+        approval_id, shown = parse_approve_value(view.get("private_metadata"))
         actor = body["user"]["id"]
         team = _nested(body, "team", "id")
         team = team if isinstance(team, str) else ""
@@ -109,6 +110,9 @@ def register(app: AsyncApp, services: Services) -> None:
             why = describe_status(approval) if approval.status != "pending" else TOOL_GONE
             await ack(response_action="errors", errors={_first(view): _short(why)})
             return
+        if not shows_current(approval, shown):
+            await ack(response_action="errors", errors={_first(view): _short(EDITED_MEANWHILE)})
+            return
         form = _nested(view, "state", "values")
         arguments, errors = edit_blocks.read_form(approval, schema, form)
         if not errors:
@@ -119,7 +123,9 @@ def register(app: AsyncApp, services: Services) -> None:
             return
         await ack()
         services.background.spawn(
-            edit_from_slack(services, approval, actor=actor, arguments=arguments, team=team),
+            edit_from_slack(
+                services, approval, actor=actor, arguments=arguments, team=team, shown=shown
+            ),
             name=f"edit {approval_id}",
         )
 
@@ -158,6 +164,7 @@ async def edit_from_slack(
     actor: str,
     arguments: dict[str, Any],
     team: str,
+    shown: str | None = None,
 ) -> None:
     """Record the edit and approve it (or keep it pending for stricter approvers), then
     settle the card and resume the run, exactly as an Approve click does."""
@@ -177,7 +184,12 @@ async def edit_from_slack(
         if services.people is not None:
             name = await services.people.name_of(actor, team=current.team_id)
         return await services.runner.edit_and_approve(
-            current.id, actor=actor, arguments=arguments, actor_groups=groups, actor_name=name
+            current.id,
+            actor=actor,
+            arguments=arguments,
+            actor_groups=groups,
+            actor_name=name,
+            shown=shown,
         )
 
     def done(edited: Approval) -> str:

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.db import Database, Mode, Tx, json_text
-from storage.records import DecisionOutcome
+from storage.records import DecisionOutcome, shows_current
 from storage.rows import APPROVALS
 from storage.statements import (
     APPROVAL_BY_ID,
@@ -67,6 +67,14 @@ class EditRequest:
     rule_when: str | None = None
     rule_error: str | None = None
     min_approvals: int = 1
+    # What the editor saw (storage.records.shows_current): a fingerprint of the arguments
+    # the form showed, UNEDITED for a form of the previous release, None for no check.
+    shown: str | None = None
+
+
+class EditConflict(Exception):
+    """The approval changed (another edit) since the editor's form or the caller's checks
+    read it: nothing was written; the editor should look at it again."""
 
 
 class EditStore:
@@ -99,6 +107,12 @@ class EditStore:
             if before is None:
                 return None
             previous = APPROVALS.load(tx, before)
+            if previous.status == "pending" and (
+                (edit.shown is not None and not shows_current(previous, edit.shown))
+                # The caller found one approval enough; a concurrent edit asked for more.
+                or (edit.stricter_approvers is None and previous.min_approvals > 1)
+            ):
+                raise EditConflict(approval_id)
             approvers = (
                 edit.stricter_approvers
                 if edit.stricter_approvers is not None
@@ -169,7 +183,8 @@ class EditStore:
             if edit.stricter_approvers is not None:
                 return DecisionOutcome(approval=approval, resume_claimed=False)
             decided = decide_row(tx, approval_id, "approved", actor, actor_name, None, now)
-            assert decided is not None  # the same transaction found it pending just now
+            if decided is None:  # pending and unexpired, but not to be decided by one approval
+                raise EditConflict(approval_id)
             approval = APPROVALS.load(tx, decided)
             audit(
                 tx,

@@ -4,13 +4,17 @@ server, the scripted model, SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 
+from bot.edits import EditRefused
 from handlers import edit_blocks
+from storage.edits import EditConflict, EditRequest
 from storage.repository import Repository
 from tests.conftest import BASE_CONFIG, make_config
 from tests.ops_tools import executed
@@ -59,6 +63,11 @@ async def open_edit(slack: Harness, user: str, card: Any) -> Any:
     return opened[0]
 
 
+def approval_id_of(view: Any) -> str:
+    """The approval an edit form is for (its metadata: the id, then what it showed)."""
+    return str(view.view["private_metadata"]).partition(":")[0]
+
+
 async def stale_click(slack: Harness, user: str, action_id: str, approval_id: str) -> None:
     """A click on a button a card no longer shows (a stale client, a crafted request)."""
     payload = slack.server.click_payload(user, CHANNEL, action_id, approval_id)
@@ -85,7 +94,8 @@ async def test_edit_then_approve_runs_exactly_the_edited_arguments_once(
 
     view = await open_edit(slack, "U0APPROVER1", card)
     inputs = {b["block_id"]: b for b in view.view["blocks"] if b["type"] == "input"}
-    assert view.view["private_metadata"].startswith("apr")  # the approval id, nothing else
+    # The approval id and the fingerprint of the arguments the form shows, nothing else.
+    assert re.fullmatch(r"apr_[^:]+:[0-9a-f]{16}", view.view["private_metadata"])
     assert inputs["edit_arg:replicas"]["element"]["initial_value"] == "30"
     assert inputs["edit_arg:service"]["element"]["initial_value"] == "web"
     assert "initial_value" not in inputs["edit_arg:labels"]["element"]
@@ -100,7 +110,7 @@ async def test_edit_then_approve_runs_exactly_the_edited_arguments_once(
     assert executed("scale_service") == [
         {"service": "web", "replicas": 10, "env": "prod", "labels": None}
     ]
-    approval = await repo.get_approval(view.view["private_metadata"])
+    approval = await repo.get_approval(approval_id_of(view))
     assert approval is not None
     assert approval.arguments == PROPOSED  # what the model proposed stays on record
     assert approval.edited_arguments == {"service": "web", "replicas": 10, "env": "prod"}
@@ -141,7 +151,7 @@ async def test_an_invalid_edit_shows_field_errors_and_changes_nothing(
     await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
     [card] = slack.cards()
     view = await open_edit(slack, "U0APPROVER1", card)
-    approval_id = view.view["private_metadata"]
+    approval_id = approval_id_of(view)
     before = await repo.get_approval(approval_id)
 
     cases = [
@@ -196,7 +206,7 @@ async def test_who_may_not_approve_may_not_edit(slack: Harness, repo: Repository
     )
     assert reply.status == 200
     await slack.settle()
-    approval = await repo.get_approval(view.view["private_metadata"])
+    approval = await repo.get_approval(approval_id_of(view))
     assert approval is not None and approval.status == "pending"
     assert approval.edited_arguments is None
     assert executed("scale_service") == []
@@ -219,7 +229,7 @@ async def test_an_edit_after_the_decision_is_refused(slack: Harness, repo: Repos
     # A modal error is plain text, where Slack renders no mention: the id, as for the CLI.
     assert "Already approved by @U0APPROVER2" in json.dumps(answer["errors"])
     await slack.settle()
-    approval = await repo.get_approval(view.view["private_metadata"])
+    approval = await repo.get_approval(approval_id_of(view))
     assert approval is not None and approval.edited_arguments is None
     assert executed("scale_service") == [{**PROPOSED, "labels": None}]
 
@@ -237,7 +247,7 @@ async def test_an_edit_that_lost_the_race_to_a_decision_changes_nothing(
     await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
     [card] = slack.cards()
     view = await open_edit(slack, "U0APPROVER1", card)
-    approval_id = view.view["private_metadata"]
+    approval_id = approval_id_of(view)
     runner = slack.bot.services.runner
     await runner.decide(approval_id, actor="U0APPROVER2", approve=False, claim_resume=False)
     from bot.decisions import AlreadyDecided
@@ -301,7 +311,7 @@ async def test_an_edit_that_crosses_a_rule_asks_for_the_stricter_approval(
     await slack.mention("U0REQUESTER", calls("scale_service", {"service": "web", "replicas": 5}))
     [card] = slack.cards()
     view = await open_edit(slack, "U0APPROVER1", card)
-    approval_id = view.view["private_metadata"]
+    approval_id = approval_id_of(view)
     await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="30"))
     await slack.settle()
 
@@ -342,7 +352,7 @@ async def test_an_edit_a_rule_denies_is_refused(ruled: Harness, repo: Repository
     view = await open_edit(slack, "U0APPROVER1", card)
     await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="500"))
     await slack.settle()
-    approval = await repo.get_approval(view.view["private_metadata"])
+    approval = await repo.get_approval(approval_id_of(view))
     assert approval is not None and approval.status == "pending"
     assert approval.edited_arguments is None and approval.approvers == APPROVERS
     assert any("capacity review" in t for t in slack.ephemeral_texts("U0APPROVER1"))
@@ -359,7 +369,7 @@ async def test_a_malformed_edit_submission_gets_an_answer_and_changes_nothing(
     await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
     [card] = slack.cards()
     view = await open_edit(slack, "U0APPROVER1", card)
-    approval_id = view.view["private_metadata"]
+    approval_id = approval_id_of(view)
     base = slack.server.submission_payload("U0APPROVER1", view.id, {})
     shapes: list[tuple[list[str], Any]] = [
         (["view", "state"], []),
@@ -402,7 +412,7 @@ async def test_json_a_person_types_is_checked_in_the_modal_as_it_would_run(
     await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
     [card] = slack.cards()
     view = await open_edit(slack, "U0APPROVER1", card)
-    approval_id = view.view["private_metadata"]
+    approval_id = approval_id_of(view)
     deep = '{"a": ' * 150 + "1" + "}" * 150
     for labels in ('{"a": NaN}', '{"a": Infinity}', '{"a": 1e400}', '{"a": [-Infinity]}', deep):
         reply = await slack.server.submit_view(
@@ -471,7 +481,7 @@ async def test_a_copy_shown_before_an_edit_cannot_approve_the_edited_arguments(
     old_list = await my_list(slack, "U0SRELEAD")
     assert "replicas=5" in json.dumps(old_list.blocks)
     view = await open_edit(slack, "U0APPROVER1", card)
-    approval_id = view.view["private_metadata"]
+    approval_id = approval_id_of(view)
     await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="30"))
     await slack.settle()
 
@@ -502,7 +512,7 @@ async def test_an_id_only_approve_counts_only_while_the_arguments_were_never_edi
     await slack.mention("U0REQUESTER", calls("scale_service", {"service": "web", "replicas": 5}))
     [card] = slack.cards()
     view = await open_edit(slack, "U0APPROVER1", card)
-    approval_id = view.view["private_metadata"]
+    approval_id = approval_id_of(view)
     await slack.server.submit_view("U0APPROVER1", view.id, form(service="web", replicas="30"))
     await slack.settle()
 
@@ -523,3 +533,104 @@ async def test_an_id_only_approve_counts_only_while_the_arguments_were_never_edi
     assert executed("scale_service") == [
         {"service": "api", "replicas": 3, "env": "staging", "labels": None}
     ]
+
+
+# -- an edit form left open while someone else edits ---------------------------------------
+
+
+@pytest.fixture
+async def quorum(repo: Repository) -> AsyncIterator[Harness]:
+    """scale_service needing two approvals: an edit keeps it waiting, voted on afresh."""
+    async with running_bot(edit_config(min_approvals=2), repo) as harness:
+        yield harness
+
+
+async def test_an_edit_form_opened_before_another_edit_is_refused_on_submit(
+    quorum: Harness, repo: Repository
+) -> None:
+    """Two approvers open Edit on the same card; the first one's edit is saved (two
+    approvals needed, so it stays pending). The second form still shows the proposed
+    arguments: its submission is refused in the form and does not replace the first edit
+    with one made over arguments its author never saw."""
+    slack = quorum
+    await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    [card] = slack.cards()
+    first = await open_edit(slack, "U0APPROVER1", card)
+    second = await open_edit(slack, "U0APPROVER2", card)
+    approval_id = approval_id_of(first)
+    await slack.server.submit_view(
+        "U0APPROVER1", first.id, form(service="web", replicas="10", env="prod")
+    )
+    await slack.settle()
+    approval = await repo.get_approval(approval_id)
+    assert approval is not None and approval.status == "pending"
+    assert approval.edited_arguments == {"service": "web", "replicas": 10, "env": "prod"}
+
+    reply = await slack.server.submit_view(
+        "U0APPROVER2", second.id, form(service="web", replicas="50", env="prod")
+    )
+    assert reply.status == 200 and reply.body not in ("", "null")
+    [why] = json.loads(reply.body)["errors"].values()
+    assert "Someone else edited this call" in why
+    await slack.settle()
+    after = await repo.get_approval(approval_id)
+    assert after is not None and after.status == "pending"
+    assert (after.edited_by, after.edited_arguments) == ("U0APPROVER1", approval.edited_arguments)
+    edits = [e for e in await audit_events(repo, approval_id) if e.event == "approval_edited"]
+    assert [e.actor for e in edits] == ["U0APPROVER1"]
+
+    # A form of the previous release (the id alone) showed the proposed arguments: refused
+    # too, now that they were edited.
+    old = slack.server.submission_payload("U0APPROVER2", second.id, form(replicas="50"))
+    old["view"]["private_metadata"] = approval_id
+    reply = await slack.server.send_raw(
+        urlencode({"payload": json.dumps(old)}).encode(), "application/x-www-form-urlencoded"
+    )
+    assert "Someone else edited this call" in reply.body
+    # A form opened after the edit applies.
+    third = await open_edit(slack, "U0APPROVER1", slack.server.message(CHANNEL, card.ts))
+    await slack.server.submit_view(
+        "U0APPROVER1", third.id, form(service="web", replicas="12", env="prod")
+    )
+    await slack.settle()
+    last = await repo.get_approval(approval_id)
+    assert last is not None and last.edited_by == "U0APPROVER1"
+    assert last.edited_arguments == {"service": "web", "replicas": 12, "env": "prod"}
+
+
+async def test_an_edit_that_raced_another_is_refused_not_a_failure(
+    quorum: Harness, repo: Repository
+) -> None:
+    """The runner decides from the approval as it read it whether one edit approves; an
+    edit by someone else committed in between (here: one that asks for two approvals) must
+    make storage refuse, not trip an assertion after the row was already rewritten."""
+    slack = quorum
+    await slack.mention("U0REQUESTER", calls("scale_service", PROPOSED))
+    [card] = slack.cards()
+    approval_id = approval_id_of(await open_edit(slack, "U0APPROVER1", card))
+    before = await repo.get_approval(approval_id)
+    assert before is not None and before.min_approvals == 2
+    # What a runner that read the approval as needing one approval asks storage for.
+    stale = EditRequest(arguments={"service": "web", "replicas": 3}, payload_hash="0" * 64)
+    now = slack.bot.services.runner.clock()
+    with pytest.raises(EditConflict):
+        await repo.edit_approval(
+            approval_id,
+            actor="U0APPROVER1",
+            edit=stale,
+            worker="w",
+            lease_until=now + timedelta(minutes=1),
+            now=now,
+        )
+    after = await repo.get_approval(approval_id)
+    assert after is not None and after.status == "pending" and after.edited_arguments is None
+    assert not [e for e in await audit_events(repo, approval_id) if e.event == "approval_edited"]
+
+    # Through the runner: a form that showed other arguments than the stored ones.
+    with pytest.raises(EditRefused, match="Someone else edited"):
+        await slack.bot.services.runner.edit_and_approve(
+            approval_id,
+            actor="U0APPROVER1",
+            arguments={"service": "web", "replicas": 3},
+            shown="f" * 16,
+        )
