@@ -37,7 +37,8 @@ def parse_grant_value(value: Any) -> tuple[str, timedelta, str] | None:
     if not isinstance(value, str) or value.count("|") not in (1, 2):
         return None
     approval_id, seconds, *shown = value.split("|")
-    if not approval_id or not seconds.isdigit() or len(seconds) > 9:
+    # ASCII digits only: str.isdigit also takes "²", which int() then refuses (a 500).
+    if not approval_id or not (seconds.isascii() and seconds.isdigit()) or len(seconds) > 9:
         return None
     if shown and len(shown[0]) != FINGERPRINT_LENGTH:
         return None

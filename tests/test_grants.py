@@ -191,6 +191,40 @@ async def test_a_forged_duration_beyond_grant_max_grants_nothing(
     assert executed("restart_service") == []
 
 
+async def test_a_garbled_grant_option_is_answered_and_grants_nothing(slack: Harness) -> None:
+    """Crafted option values: digits that are not ASCII (``²`` passed ``isdigit`` and then
+    broke ``int``, so the click got no answer), extra pipes, an empty fingerprint. Each gets
+    "not one of the durations" and grants and runs nothing."""
+    await ask(slack, calls(("restart_service", {"service": "web"})))
+    [card] = slack.cards()
+    approval_id = next(
+        e["value"] for _, e in card.buttons() if e.get("action_id") == "approval_approve"
+    ).partition(":")[0]
+    await slack.server.click_raw("U0APPROVER1", CHANNEL, "approval_grant", "", message_ts=card.ts)
+    message = slack.server.message(CHANNEL, card.ts)
+    assert message is not None
+    [menu] = [e for _, e in message.buttons() if e.get("action_id") == GRANT]
+    fp = "0" * 16
+    values = [
+        f"{approval_id}|\u00b2|{fp}",
+        f"{approval_id}|\u0663\u0666\u0660\u0660|{fp}",
+        f"{approval_id}|3600|{fp}|x",
+        f"{approval_id}|3600|",
+        f"|3600|{fp}",
+    ]
+    menu["options"] = [
+        {"text": {"type": "plain_text", "text": f"garbled {i}"}, "value": v}
+        for i, v in enumerate(values)
+    ]
+    before = len(slack.ephemeral_texts("U0APPROVER1"))
+    for i in range(len(values)):
+        await grant(slack, "U0APPROVER1", message, f"garbled {i}")
+    texts = slack.ephemeral_texts("U0APPROVER1")[before:]
+    assert sum("not one of the durations" in t for t in texts) == len(values), texts
+    assert await slack.repo.list_grants(now=_now()) == []
+    assert executed("restart_service") == []
+
+
 async def test_an_approve_and_allow_option_must_show_the_arguments_as_they_are(
     slack: Harness, repo: Repository
 ) -> None:
