@@ -38,7 +38,9 @@ def listed_at(block_id: Any) -> tuple[str, int] | None:
     prefix, _, rest = block_id.partition(":")
     view, _, rest = rest.partition(":")
     page, _, _ = rest.partition(":")
-    if prefix != LIST_BLOCK_PREFIX or view not in VIEWS or not page.isdigit() or len(page) > 4:
+    # ASCII digits only: str.isdigit also takes "²", which int() then refuses (a 500).
+    numeric = page.isascii() and page.isdigit()
+    if prefix != LIST_BLOCK_PREFIX or view not in VIEWS or not numeric or len(page) > 4:
         return None
     return view, int(page)
 

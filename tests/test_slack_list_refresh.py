@@ -123,3 +123,22 @@ async def test_a_question_answered_from_a_list_leaves_it(slack: Harness) -> None
     assert listing is not None and listing.edited
     assert [e for _, e in listing.buttons() if e["action_id"].startswith("question_")] == []
     assert "Nothing is waiting for your decision" in json.dumps(listing.blocks)
+
+
+async def test_a_list_click_with_a_garbled_page_still_decides(slack: Harness) -> None:
+    """The list's block_id (view and page) comes back from Slack; a crafted one whose page
+    is a digit that is not ASCII (``²`` passed isdigit and broke int()) was a 500. Now the
+    click decides as any click does; only the list is not refreshed."""
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "one"})))
+    listing = await _list(slack)
+    one = _approve_value(listing, "one")
+    for block in listing.blocks:
+        if block.get("type") == "actions":
+            prefix, view, _page, rest = str(block["block_id"]).split(":", 3)
+            block["block_id"] = f"{prefix}:{view}:\u00b2:{rest}"
+    reply = await slack.server.click(APPROVER, listing, "approval_approve", value=one)
+    assert reply.status == 200
+    await slack.settle()
+    assert [args for tool, args in ops_tools.EXECUTED if tool == "restart_service"] == [
+        {"service": "one"}
+    ]
