@@ -44,6 +44,8 @@ DM_GRACE = timedelta(seconds=5)
 DM_RETRY_FIRST = timedelta(seconds=30)
 DM_RETRY_LONGEST = timedelta(minutes=10)
 DM_ATTEMPTS = 6
+# Slack asks for seconds to a minute; anything past this is taken as this.
+DM_RETRY_AFTER_LONGEST = timedelta(hours=1)
 
 
 def dm_retry_delay(attempts: int, retry_after: timedelta) -> timedelta:
@@ -53,13 +55,16 @@ def dm_retry_delay(attempts: int, retry_after: timedelta) -> timedelta:
 
 
 def retry_after_of(exc: BaseException) -> timedelta:
-    """Slack's Retry-After (seconds) on a 429; zero when it gave none."""
+    """Slack's Retry-After (seconds) on a 429, at most DM_RETRY_AFTER_LONGEST; zero when it
+    gave none. Bounded because a huge value would overflow the next attempt's time, and the
+    copy would then fail without its attempt being counted: never given up."""
     headers = getattr(getattr(exc, "response", None), "headers", None) or {}
     value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
     try:
-        return timedelta(seconds=max(0, int(value))) if value is not None else timedelta(0)
+        seconds = max(0, int(value)) if value is not None else 0
     except (TypeError, ValueError):
         return timedelta(0)
+    return min(timedelta(seconds=min(seconds, 10**9)), DM_RETRY_AFTER_LONGEST)
 
 
 class Reach:

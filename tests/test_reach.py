@@ -478,3 +478,31 @@ async def test_a_group_slack_could_not_list_gets_its_copies_from_a_later_sweep(
             await sweep_once(slack.bot.services)
             await slack.settle()
             assert len(slack.dm_cards("U0ONCALL")) == 1
+
+
+def test_a_huge_retry_after_still_gives_a_next_attempt_time() -> None:
+    """A Retry-After past what a datetime can add (a proxy's garbage, a hostile endpoint)
+    must not make every attempt fail uncounted, so that the copy is never given up."""
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+    from handlers.reach import DM_RETRY_AFTER_LONGEST, dm_retry_delay, retry_after_of
+
+    def limited(retry_after: str) -> SlackApiError:
+        response = AsyncSlackResponse(
+            client=None,
+            http_verb="POST",
+            api_url="https://slack.com/api/conversations.open",
+            req_args={},
+            data={"ok": False, "error": "ratelimited"},
+            headers={"Retry-After": retry_after},
+            status_code=429,
+        )
+        return SlackApiError("ratelimited", response)
+
+    for value in ("99999999999999999999", str(10**14), "86400"):
+        delay = dm_retry_delay(1, retry_after_of(limited(value)))
+        assert delay == DM_RETRY_AFTER_LONGEST
+        assert utcnow() + delay > utcnow()
+    assert retry_after_of(limited("45")) == timedelta(seconds=45)
+    assert retry_after_of(limited("soon")) == timedelta(0)
