@@ -435,7 +435,7 @@ class RunStore:
             row = tx.one(START_RESUMED_RUN, params)
             if row is None:
                 raise LeaseLost(run_id)
-            audit(tx, now, "run_resumed", run_id=run_id)
+            # No audit: the claim that left the run ``resuming`` recorded its resume.
             return RUNS.load(tx, row)
 
         return await self.database.run(body, WRITE)

@@ -292,9 +292,15 @@ def claim_resume(tx: Tx, run_id: str, worker: str, lease_until: datetime, now: d
     """``paused -> resuming`` once no approval of the run is pending; one caller wins.
 
     The transaction must hold the run's lock (:func:`lock_run`, or an UPDATE of the run).
+    The claim is the only way out of ``paused`` towards running, so ``run_resumed`` is
+    audited here, once per resume, whoever then drives the run: the claimant, or another
+    worker that takes the ``resuming`` run over when the claimant never starts it.
     """
     params = {"run_id": run_id, "worker": worker, "lease_until": lease_until, "now": now}
-    return tx.execute(CLAIM_RESUME, params) == 1
+    if tx.execute(CLAIM_RESUME, params) != 1:
+        return False
+    audit(tx, now, "run_resumed", run_id=run_id, worker=worker)
+    return True
 
 
 def cancel_paused_run(tx: Tx, run_id: str, reason: str, now: datetime) -> bool:
@@ -366,7 +372,6 @@ def decided_outcome(
         return DecisionOutcome(approval=approval, resume_claimed=False)
     # The claim is the resume's start: the run as it stands under the claim is what
     # the resumed drive starts from (only the lease's holder changes it).
-    audit(tx, now, "run_resumed", run_id=approval.run_id, worker=worker)
     run_row = tx.one(RUN_BY_ID, {"id": approval.run_id})
     assert run_row is not None
     return DecisionOutcome(approval=approval, resume_claimed=True, run=RUNS.load(tx, run_row))

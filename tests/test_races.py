@@ -159,7 +159,7 @@ async def test_stranded_runs_are_found_and_claimed_by_one_replica(database: Data
     run = await replica_a.get_run("run_stranded")
     assert run is not None and run.status == "resuming"
     events = [e.event for e in await replica_a.audit_trail(run_id="run_stranded")]
-    assert events == ["stranded_resume_claimed"]
+    assert events == ["run_resumed", "stranded_resume_claimed"], "audited once, by the winner"
 
 
 async def test_two_replicas_clicking_the_last_two_approvals_resume_the_run_once(

@@ -45,4 +45,9 @@ async def test_two_replicas_run_each_retry_once_and_resume_each_callback_once(
     resumed = await deployment.rows(
         "SELECT run_id, count(*) FROM audit_events WHERE event = 'run_resumed' GROUP BY run_id"
     )
-    assert len(resumed) == 2 * len(SERVICES) and all(n == 1 for _, n in resumed), resumed
+    lacking = await deployment.rows(
+        "SELECT run_id, at, event, approval_id, detail FROM audit_events WHERE run_id IN ("
+        "SELECT id FROM runs EXCEPT SELECT run_id FROM audit_events WHERE event = 'run_resumed'"
+        ") ORDER BY run_id, id"
+    )
+    assert len(resumed) == 2 * len(SERVICES) and all(n == 1 for _, n in resumed), (resumed, lacking)
