@@ -83,9 +83,9 @@ async def test_a_claimed_resume_another_worker_takes_over_is_audited_once(
         [taken] = await runner(repo, "rescuer").recover_stale_runs()
     assert taken.status == "completed"
     events = await trail(repo, paused.run_id)
-    assert events.count("run_resumed") == 1, events
-    assert events.count("run_taken_over") == 1, events
-    assert events.index("run_resumed") < events.index("run_taken_over"), events
+    assert events.count("run_resumed") == 1, " ".join(events)
+    assert events.count("run_taken_over") == 1, " ".join(events)
+    assert events.index("run_resumed") < events.index("run_taken_over"), " ".join(events)
 
 
 @pytest.mark.parametrize("kind", CALLS)
@@ -103,6 +103,6 @@ async def test_a_claim_resumed_from_the_database_after_its_lease_ran_out_is_audi
         done = await claimant.resume(paused.run_id)
     assert done.status == "completed"
     events = await trail(repo, paused.run_id)
-    assert events.count("run_resumed") == 1, events
+    assert events.count("run_resumed") == 1, " ".join(events)
     tool, arguments = CALLS[kind]
     assert executed(tool) == [arguments] * (2 if kind == "retry" else 1)
