@@ -50,6 +50,10 @@ async def claim(claimant: Runner, kind: str, paused: RunOutcome) -> None:
         (url,) = pause_tools.PIPELINE
         done = await claimant.complete_callback(token_of(url), "deployed")
         assert done.status == "completed" and done.resume_claimed
+    elif kind == "question":
+        (question,) = paused.new_approvals
+        answered = await claimant.answer(question.id, actor="U0REQUESTER", answer="eu-west")
+        assert answered.resume_claimed
     else:
         (approval,) = paused.new_approvals
         decision = await claimant.decide(approval.id, actor="U0APPROVER1", approve=True)
@@ -60,6 +64,7 @@ CALLS = {
     "retry": ("rate_limited", {"service": "api"}),
     "callback": ("start_deploy", {"service": "shop"}),
     "approval": ("restart_service", {"service": "web"}),
+    "question": ("ask_user", {"question": "Which region?", "choices": ["eu-west", "us-east"]}),
 }
 
 
@@ -105,4 +110,5 @@ async def test_a_claim_resumed_from_the_database_after_its_lease_ran_out_is_audi
     events = await trail(repo, paused.run_id)
     assert events.count("run_resumed") == 1, " ".join(events)
     tool, arguments = CALLS[kind]
-    assert executed(tool) == [arguments] * (2 if kind == "retry" else 1)
+    if kind != "question":  # asking is no tool of ours
+        assert executed(tool) == [arguments] * (2 if kind == "retry" else 1)
