@@ -20,6 +20,7 @@ one escalation. Slack calls only; what was sent and what is due lives in the dat
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime, timedelta
 
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 
 # How long a sender holds its claim on an approval's DM copies; then the sweeper may send.
 DM_CLAIM = timedelta(minutes=1)
+# A copy's Slack calls (Retry-After sleeps included) may take this share of the claim.
+DM_SEND_SHARE = 0.75
 # The sweeper leaves copies this young to the worker that posted the card.
 DM_GRACE = timedelta(seconds=5)
 # Copies Slack failed for now (429, 5xx, a timeout) are tried again after a backoff that
@@ -112,10 +115,21 @@ class Reach:
                 return posted
             until = renewed
             try:
-                client = await self.services.clients.for_team(approval.team_id)
-                opened = await client.conversations_open(users=user)
-                channel = opened["channel"]["id"]
-                response = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+                # slack_sdk sleeps out each 429's Retry-After itself, which can outlast the
+                # claim: a sender still asleep then would post what the sweeper's sender
+                # took over and posted. Stop waiting well before the claim ends; the copy
+                # is due again (only a post Slack took without answering stays doubled).
+                async with asyncio.timeout(DM_SEND_SHARE * DM_CLAIM.total_seconds()):
+                    client = await self.services.clients.for_team(approval.team_id)
+                    opened = await client.conversations_open(users=user)
+                    channel = opened["channel"]["id"]
+                    response = await client.chat_postMessage(
+                        channel=channel, text=text, blocks=blocks
+                    )
+            except TimeoutError:
+                log.error("approval %s: DM to %s outlasted its claim; due again", approval_id, user)
+                failed.append(user)
+                continue
             except SLACK_FAILURES as exc:
                 log.error("approval %s: could not DM its card to %s: %s", approval_id, user, exc)
                 if transient(exc):

@@ -506,3 +506,31 @@ def test_a_huge_retry_after_still_gives_a_next_attempt_time() -> None:
         assert utcnow() + delay > utcnow()
     assert retry_after_of(limited("45")) == timedelta(seconds=45)
     assert retry_after_of(limited("soon")) == timedelta(0)
+
+
+async def test_a_sender_waiting_out_slacks_retry_after_past_its_claim_posts_nothing(
+    repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """slack_sdk sleeps out each 429's Retry-After itself (three times), which can outlast
+    the copies' claim: the sweeper's sender then posts the copy, and the first one, done
+    sleeping, posted it again. A sender stops waiting before its claim runs out; the copy is
+    due again, and Slack gets it once."""
+    from handlers import reach
+
+    monkeypatch.setattr(reach, "DM_CLAIM", timedelta(seconds=2))
+    with freeze_time(START, real_asyncio=True) as clock:
+        async with running_bot(make_config(policies=policy()), repo) as slack:
+            slack.server.rate_limit("conversations.open", times=1, retry_after=4)
+            await slack.server.mention(
+                REQUESTER, CHANNEL, "<@U0BOT> " + calls("restart_service", {"service": "db"})
+            )
+            for _ in range(200):  # until the first sender got its 429 and sleeps it out
+                if slack.server.calls_to("conversations.open"):
+                    break
+                await asyncio.sleep(0.05)
+            clock.tick(timedelta(minutes=2))
+            await sweep_once(slack.bot.services)  # the claim lapsed: this sender posts it
+            await slack.settle()
+            await asyncio.sleep(4.5)  # past the first sender's Retry-After
+            await slack.settle()
+            assert len(slack.dm_cards(APPROVER)) == 1
