@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from storage.db import Database, Mode, Tx
 from storage.models import AuditEvent
+from storage.reads import audit_trail_query
 from storage.rows import AUDIT
 from storage.statements import (
     CLAIM_EVENT,
@@ -46,16 +46,7 @@ class EventStore:
     async def audit_trail(
         self, *, run_id: str | None = None, approval_id: str | None = None
     ) -> list[AuditEvent]:
-        conditions = []
-        params: dict[str, Any] = {}
-        if run_id is not None:
-            conditions.append("run_id = :run_id")
-            params["run_id"] = run_id
-        if approval_id is not None:
-            conditions.append("approval_id = :approval_id")
-            params["approval_id"] = approval_id
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        sql = f"SELECT {AUDIT.columns} FROM audit_events{where} ORDER BY id"
+        sql, params = audit_trail_query(AUDIT.columns, run_id=run_id, approval_id=approval_id)
 
         def body(tx: Tx) -> list[AuditEvent]:
             return [AUDIT.load(tx, row) for row in tx.all(sql, params)]

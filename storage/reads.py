@@ -151,16 +151,8 @@ class SQLiteReads:
     async def audit_trail(
         self, *, run_id: str | None = None, approval_id: str | None = None
     ) -> list[Row]:
-        conditions = []
-        params: dict[str, Any] = {}
-        if run_id is not None:
-            conditions.append("run_id = :run_id")
-            params["run_id"] = run_id
-        if approval_id is not None:
-            conditions.append("approval_id = :approval_id")
-            params["approval_id"] = approval_id
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        return self._rows("audit_events", f"SELECT * FROM audit_events{where} ORDER BY id", params)
+        sql, params = audit_trail_query("*", run_id=run_id, approval_id=approval_id)
+        return self._rows("audit_events", sql, params)
 
     async def list_pending(
         self, where: PendingFilter, *, now: datetime, limit: int = 20, offset: int = 0
@@ -247,3 +239,20 @@ def _bound(params: Mapping[str, Any]) -> dict[str, Any]:
                 value = value.astimezone(UTC).replace(tzinfo=None)
             bound[key] = value.isoformat(" ", "microseconds")
     return bound
+
+
+def audit_trail_query(
+    columns: str, *, run_id: str | None, approval_id: str | None
+) -> tuple[str, dict[str, Any]]:
+    """The audit trail of a run, an approval, both or everything, oldest first: shared with
+    ``storage.events`` so that both read paths select the same rows."""
+    conditions = []
+    params: dict[str, Any] = {}
+    if run_id is not None:
+        conditions.append("run_id = :run_id")
+        params["run_id"] = run_id
+    if approval_id is not None:
+        conditions.append("approval_id = :approval_id")
+        params["approval_id"] = approval_id
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return f"SELECT {columns} FROM audit_events{where} ORDER BY id", params
