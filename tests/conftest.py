@@ -20,6 +20,9 @@ from sqlalchemy.engine import make_url
 from ulid import ULID
 
 os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-llm-"))
+# The CEL parser cache (bot.cel_parser) goes under XDG_CACHE_HOME: the tests, and the bots
+# they start, keep theirs in a folder of their own, never the user's ~/.cache.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="approval-bot-cache-")
 
 from bot.config import Config, config_from_dict
 from bot.llm_setup import prepare_llm, register_model
