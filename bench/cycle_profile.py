@@ -3,8 +3,9 @@
 Two passes over steady cycles (after ``--warm`` untimed ones), on one database:
 
 1. **Split, unprofiled**: each cycle's wall time less the model's, and how much of it is spent
-   inside SQLite transactions (``storage.sqlite._transact``: the statements, the Python of
-   their bodies, BEGIN and COMMIT), the ``executing`` commit apart (the one that fsyncs).
+   inside SQLite transactions (``storage.drivers.sqlite.connections._transact``: the
+   statements, the Python of their bodies, BEGIN and COMMIT), the ``executing`` commit apart
+   (the one that fsyncs).
    The rest is llm's chain machinery, our runner, gate and the event loop.
 2. **By module, under cProfile**: self time and calls per cycle, grouped by where the code
    lives (each of our modules; llm; SQLite's C calls; json; asyncio; other libraries).
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import engine_cycle  # noqa: E402
-from storage import sqlite  # noqa: E402
+from storage.drivers.sqlite import connections as sqlite  # noqa: E402
 
 
 def area(filename: str, function: str) -> str:

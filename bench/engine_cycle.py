@@ -16,7 +16,8 @@ Run: ``.venv/bin/python bench/engine_cycle.py [--cycles 2000] [--database PATH] 
 ``--count-commits N`` also runs N untimed cycles after the timed ones with a trace on every
 SQLite connection and the WAL checkpoints held back, and reports the commits (write and read
 transactions apart) and the WAL frames per cycle. ``--synchronous FULL`` sets every
-connection's ``PRAGMA synchronous`` (``storage.sqlite.SQLITE_SYNCHRONOUS``) for the run.
+connection's ``PRAGMA synchronous``
+(``storage.drivers.sqlite.connections.SQLITE_SYNCHRONOUS``) for the run.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-ben
 import llm
 from llm.parts import TextPart, ToolResultPart
 
+from bench.figures import percentile
 from bot.config import config_from_dict
+from bot.engine import Request, Runner
 from bot.llm_setup import prepare_llm, register_model
-from bot.runner import Request, Runner
-from storage import sqlite
+from storage.drivers.sqlite import connections as sqlite
 from storage.repository import Repository
 
 MODEL_SECONDS: list[float] = []
@@ -103,12 +105,6 @@ TOOLS = {
     "async": "bench.engine_cycle:restart_service",
     "sync": "bench.engine_cycle:restart_service_sync",
 }
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))
-    return ordered[index]
 
 
 async def open_runner(database: Path, tool: str = "async") -> tuple[Repository, Runner]:

@@ -8,8 +8,8 @@ approval each, times the scrape, then adds ``--history`` finished runs with a de
 approval each, runs ANALYZE on PostgreSQL (as autovacuum would; see :func:`seed` for why
 not on SQLite) and times it again.
 
-Timed: :func:`storage.stats.live_counts` alone (the database part) and the whole scrape
-(:func:`bot.metrics.scrape` plus the text exposition), ``--scrapes`` times each, after 5
+Timed: :func:`storage.stores.stats.live_counts` alone (the database part) and the whole scrape
+(:func:`bot.ops.metrics.scrape` plus the text exposition), ``--scrapes`` times each, after 5
 untimed. SQLite, and PostgreSQL when ``--postgres URL`` or
 ``$APPROVAL_BOT_TEST_POSTGRES_URL`` is given (a scratch database, dropped afterwards).
 
@@ -34,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prometheus_client import generate_latest
 
-from bench.slack_latency import percentile, postgres_database
+from bench.figures import percentile
+from bench.slack_latency import postgres_database
 from bot.clock import utcnow
-from bot.metrics import REGISTRY, scrape
-from storage.repository import Repository
-from storage.stats import live_counts
+from bot.ops.metrics import REGISTRY, scrape
+from storage.repository import Repository, live_counts
 
 TOOLS = ("restart_service", "deploy", "scale", "rollback")
 BATCH = 5_000

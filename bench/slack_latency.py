@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -38,29 +37,16 @@ os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-ben
 
 from ulid import ULID
 
+from bench.figures import summary
 from bot.clock import utcnow
 from storage.repository import Repository
-from tests.serve_process import served_bot
+from tests.support.serve_process import served_bot
 
-CHANNEL = "C0OPS"
+CHANNEL = "C0OPS"  # also bench/click_bursts.py's
 
 APPROVERS = [f"U0APPROVER{i}" for i in range(1, 21)]
 REQUESTERS = [f"U0REQ{i:03d}" for i in range(200)]
 CHANNELS = [CHANNEL, *[f"C0CH{i:03d}" for i in range(49)]]
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))]
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {
-        "n": len(values),
-        "p50_ms": round(statistics.median(values) * 1000, 2),
-        "p99_ms": round(percentile(values, 99) * 1000, 2),
-        "max_ms": round(max(values) * 1000, 2),
-    }
 
 
 async def seed_pending(repo: Repository, rows: int) -> None:

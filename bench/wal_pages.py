@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import engine_cycle
-from storage import sqlite
+from storage.drivers.sqlite import connections as sqlite
 
 WAL_HEADER, FRAME_HEADER = 32, 24
 

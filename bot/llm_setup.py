@@ -1,4 +1,5 @@
-"""Start-up of the ``llm`` library: where it keeps its files, and which models it knows."""
+"""Start-up of the ``llm`` library: where it keeps its files, which models it knows, and
+whether the configured one can be reached (``ask`` and ``serve`` check it before starting)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import llm
 from llm.plugins import pm
 
 _registered: set[str] = set()
+
+DEMO_MODEL_ID = "demo"  # playground.demo.DEMO_MODEL_ID, without importing the playground
 
 
 def prepare_llm(user_path: str | Path | None = None) -> None:
@@ -26,7 +29,7 @@ def register_model(model: llm.AsyncModel) -> None:
         return
 
     @llm.hookimpl
-    def register_models(register):  # type: ignore[no-untyped-def]
+    def register_models(register):
         # llm's registry is keyed by a sync model; ours are async-only, so the async model
         # stands in for both (the bot only ever asks for async models).
         register(model, model)
@@ -34,3 +37,26 @@ def register_model(model: llm.AsyncModel) -> None:
     plugin = SimpleNamespace(register_models=register_models)
     pm.register(plugin, name=f"approval-bot:{model.model_id}")
     _registered.add(model.model_id)
+
+
+def model_problem(model_id: str) -> str | None:
+    """Why the bot cannot reach the model, in one line, before anything starts: a missing
+    key used to surface as a failed run and a logged traceback (``ask``), or as a bot that
+    starts and then fails every mention (``serve``)."""
+    try:
+        model = llm.get_async_model(model_id)
+    except llm.UnknownModelError:
+        return (
+            f"unknown model {model_id!r}: install its llm plugin, or set model = "
+            f'"{DEMO_MODEL_ID}" to try the bot offline'
+        )
+    if getattr(model, "needs_key", None):
+        try:
+            model.get_key()
+        except llm.NeedsKeyException:
+            env = f" or set {model.key_env_var}" if getattr(model, "key_env_var", None) else ""
+            return (
+                f"the model {model_id!r} needs an API key: `llm keys set {model.needs_key}`"
+                f'{env} (or set model = "{DEMO_MODEL_ID}" to try the bot offline)'
+            )
+    return None

@@ -1,10 +1,11 @@
 """``approval-bot serve``: start-up and shutdown of the Slack bot.
 
 Start-up order matters: configuration (already checked), the listening port (bound first, so
-a port in use fails before anything else happens), the database (migrated before any request
+a port in use fails before anything else happens), the model (known, its key set: what
+``ask`` checks; a warning when no tool is configured), the database (migrated before any request
 is accepted), the runner, then Slack. The sweeper runs beside it in every replica, and so
-does the ~1 s check for due retries (``bot.retry_timer``); ``POST /callbacks/{token}``
-(``bot.callback_route``) shares the port with ``/slack/events``.
+does the ~1 s check for due retries (``bot.ops.retry_timer``); ``POST /callbacks/{token}``
+(``bot.ops.callback_route``) shares the port with ``/slack/events``.
 
 Shutdown (SIGTERM from a rolling deploy, or Ctrl-C) runs the other way round, within
 ``shutdown_grace`` counted from the signal: stop taking new work (close the port or the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -32,18 +34,21 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bot.callback_route import RedactingAccessLogger, add_callback_route
+from bot.api import WEBHOOK_POLL, WebhookDeliveries, add_api_routes, run_webhooks
 from bot.config import Config, ConfigError
-from bot.endpoints import add_operational_routes, serving_operations
-from bot.metrics import count_database_errors
-from bot.retry_timer import run_retry_timer
-from bot.runner import Runner
-from handlers.app import build_app, build_web_app
-from handlers.decisions import after_expiry, resume_and_publish
-from handlers.instrument import observe_request
-from handlers.oauth import workspace_clients
-from handlers.services import Services, SlackSettings
-from handlers.sweeper import run_sweeper
+from bot.engine import Runner
+from bot.llm_setup import model_problem
+from bot.mcp_servers import McpServers
+from bot.ops.callback_route import RedactingAccessLogger, add_callback_route
+from bot.ops.endpoints import add_operational_routes, serving_operations
+from bot.ops.http_logs import SERVER_LOGGER
+from bot.ops.metrics import count_database_errors
+from bot.ops.retry_timer import run_retry_timer
+from handlers.app import build_app, build_services, build_web_app
+from handlers.flows import after_expiry, resume_and_publish, run_sweeper
+from handlers.middleware import observe_request
+from handlers.services import Services
+from handlers.slack import RESUMING_CALLBACK, RESUMING_RETRY, SlackSettings, workspace_clients
 from storage.repository import CallbackOutcome, DatabaseUnavailable, Repository
 
 log = logging.getLogger(__name__)
@@ -75,6 +80,9 @@ class Bot:
     web_app: web.Application
     sweeper: asyncio.Task[None] | None = None
     retry_timer: asyncio.Task[None] | None = None
+    webhooks: asyncio.Task[None] | None = None  # the API's webhook outbox (bot.api)
+    # Set when the port closes: long-polls held by /api/v1 answer at once (not after grace).
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
     stop_sweeping: asyncio.Event = field(default_factory=asyncio.Event)
     report: ShutdownReport | None = None
 
@@ -89,6 +97,9 @@ class Bot:
         report = self.report = ShutdownReport()
         background = self.services.background
         self.stop_sweeping.set()
+        # A long tool stops at its next checkpoint (stored) and resumes elsewhere, rather
+        # than holding the shutdown up or being cut off by the grace.
+        self.services.runner.stop_at_checkpoints("the bot is shutting down")
         if len(background):
             log.info("shutting down: waiting up to %.0fs for %d tasks", grace, len(background))
         waiting = asyncio.ensure_future(self._work_done(grace))
@@ -101,9 +112,10 @@ class Bot:
             self.sweeper.cancel()
             report.cancelled.append("sweeper")
             await asyncio.gather(self.sweeper, return_exceptions=True)
-        if self.retry_timer is not None and not self.retry_timer.done():
-            self.retry_timer.cancel()
-            await asyncio.gather(self.retry_timer, return_exceptions=True)
+        for timer in (self.retry_timer, self.webhooks):
+            if timer is not None and not timer.done():
+                timer.cancel()
+                await asyncio.gather(timer, return_exceptions=True)
         if len(background):
             report.cancelled += await background.cancel_all()
         if report.cancelled:
@@ -153,10 +165,12 @@ async def started_bot(
     owns_repo = repo is None
     if repo is None:
         repo = await Repository.open(config.database_url)
+    if config.mcp_servers:  # their tools are added to this bot's copy of the list
+        config = dataclasses.replace(config, tools=list(config.tools))
     runner = Runner(repo, config)
     session = aiohttp.ClientSession()
     clients = workspace_clients(repo, settings, session)
-    services = Services.create(repo, config, runner, clients.default, clients)
+    services = build_services(repo, config, runner, clients.default, clients)
     # The executing record's fsync on the loop (no thread hop) only between requests.
     repo.fsync_on_loop_when(services.background.quiet_now)
     app = build_app(services, settings)
@@ -164,27 +178,42 @@ async def started_bot(
     app.middleware(observe_request)  # log ids and acknowledgement latency
     bot = Bot(services=services, app=app, web_app=build_web_app(app, services, settings))
     if config.metrics_port is None:
-        add_operational_routes(bot.web_app, repo, bot.stop_sweeping.is_set)
+        add_operational_routes(bot.web_app, repo, bot.stop_sweeping.is_set, runner.outages)
 
     def spawn(coroutine: Coroutine[Any, Any, Any], name: str) -> None:
         services.background.spawn(coroutine, name=name)
 
-    async def resume(run_id: str) -> None:
-        await resume_and_publish(services, run_id)
+    async def resume(run_id: str) -> None:  # a retry came due
+        await resume_and_publish(services, run_id, RESUMING_RETRY)
 
     add_callback_route(
-        bot.web_app, runner, after=lambda outcome: after_callback(services, outcome), spawn=spawn
+        bot.web_app,
+        runner.complete_callback,
+        after=lambda outcome: after_callback(services, outcome),
+        spawn=spawn,
     )
+    # Before the sweeper and Slack: the tools of the MCP servers that answer now are offered
+    # from the first run; a server that is down is retried in the background (bot.mcp_servers).
+    mcp = await McpServers.start(config.mcp_servers, runner.add_tools, policies=config.policies)
+    add_api_routes(bot.web_app, services, bot.closing)  # /api/v1 (issue 20 section 2)
     if sweep:
         interval = config.sweep_interval.total_seconds()
+        bot.webhooks = asyncio.create_task(
+            run_webhooks(
+                WebhookDeliveries(repo, session), bot.stop_sweeping, min(interval, WEBHOOK_POLL)
+            )
+        )
         bot.sweeper = asyncio.create_task(run_sweeper(services, interval, bot.stop_sweeping))
         bot.retry_timer = asyncio.create_task(
-            run_retry_timer(runner, resume, spawn, bot.stop_sweeping)
+            run_retry_timer(
+                runner.due_retries, resume, spawn, bot.stop_sweeping, outages=runner.outages
+            )
         )
     try:
         yield bot
     finally:
         await bot.shut_down(config.shutdown_grace.total_seconds())
+        await mcp.close()
         await session.close()
         repo.fsync_on_loop_when(None)
         if owns_repo:
@@ -200,7 +229,7 @@ async def after_callback(services: Services, outcome: CallbackOutcome) -> None:
     assert outcome.approval is not None
     await services.publisher.refresh_card(outcome.approval.id)
     if outcome.resume_claimed:
-        await resume_and_publish(services, outcome.approval.run_id)
+        await resume_and_publish(services, outcome.approval.run_id, RESUMING_CALLBACK)
 
 
 def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
@@ -226,6 +255,21 @@ def serve(config: Config, *, host: str, port: int, socket_mode: bool) -> int:
         if sock is not None:
             sock.close()
         return EXIT_USAGE
+    # What `ask` checks, before the database or Slack: a bot that started without its
+    # model's key would acknowledge every mention and then fail each run.
+    if problem := model_problem(config.model):
+        print(f"approval-bot: {problem}", file=sys.stderr)
+        for opened in (sock, metrics_sock):
+            if opened is not None:
+                opened.close()
+        return EXIT_USAGE
+    if not config.tool_refs and not config.mcp_servers:
+        where = "no configuration file" if config.source == "(defaults)" else config.source
+        log.warning(
+            "no tools are configured (`tools` is empty; %s): the model can only answer in "
+            "words, and nothing will ever wait for an approval",
+            where,
+        )
     if config.public_url is None:
         # Where callbacks reach this process unless public_url says otherwise.
         reachable = socket.getfqdn() if host in ("", "0.0.0.0", "::") else host
@@ -300,7 +344,9 @@ async def _serve(
     async with (
         started_bot(config, settings) as bot,
         # The metrics port stays up while work in flight finishes (/readyz says 503).
-        serving_operations(metrics_sock, bot.services.repo, stop.is_set),
+        serving_operations(
+            metrics_sock, bot.services.repo, stop.is_set, bot.services.runner.outages
+        ),
     ):
         # What start-up built (modules, the app, the configuration) lives as long as the
         # process: frozen, the collector's full passes (40-85 ms over ~155,000 objects,
@@ -323,7 +369,10 @@ async def _serve(
             await handler.close_async()
         else:
             runner = web.AppRunner(
-                bot.web_app, shutdown_timeout=grace, access_log_class=RedactingAccessLogger
+                bot.web_app,
+                shutdown_timeout=grace,
+                access_log_class=RedactingAccessLogger,
+                logger=SERVER_LOGGER,  # a request aiohttp cannot parse: one line, no traceback
             )
             await runner.setup()
             site = web.SockSite(runner, sock)
@@ -333,6 +382,7 @@ async def _serve(
             await stop.wait()
             deadline = loop.time() + grace
             log.info("stopping: no new requests; finishing work in flight")
+            bot.closing.set()  # held long-polls answer now; their clients ask another replica
             # Closes the port at once; requests already being handled get their answers.
             await runner.cleanup()
         return await bot.shut_down(deadline - loop.time(), hurry)

@@ -1,46 +1,94 @@
-"""The bolt app: one AsyncApp with our listeners, served over HTTP (aiohttp) or Socket Mode."""
+"""The one place that wires: the services, the bolt app with our listeners, the web app.
+
+:func:`build_services` makes what every listener and flow shares (the publisher and its card
+decoration, the group and name caches, each workspace's client); :func:`build_app` makes one
+``AsyncApp`` with our middleware and listeners, and adds the App Home and the approvers' reach
+to the services, hooked to the publisher; :func:`build_web_app` serves it over HTTP (aiohttp),
+or bolt's Socket Mode handler serves it (``bot.serve``). The entry layer (``bot.serve``, the
+command line, the playground) calls these; nothing in ``handlers`` builds its own parts.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
+import functools
 import logging
-import re
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any
-from urllib.parse import parse_qsl
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
-from slack_bolt.async_app import AsyncApp, AsyncBoltContext
-from slack_bolt.request.async_internals import build_async_context
+from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_bolt.response import BoltResponse
-from yarl import URL
+from slack_sdk.web.async_client import AsyncWebClient
 
-from handlers import (
-    grant_listeners,
-    home,
-    listeners,
-    oauth,
-    payloads,
-    question_listeners,
-    reach,
+from bot.clock import utcnow
+from bot.config import Config
+from bot.engine import Runner
+from bot.ops import BackgroundTasks
+from handlers import listeners
+from handlers.flows import CardGrants
+from handlers.flows.assistant import pane_events, run_state
+from handlers.flows.runs import step_card_refused
+from handlers.middleware import parsed_request, refuse_malformed, signed
+from handlers.services import Services
+from handlers.slack import (
+    HomeTabs,
+    PeopleNames,
+    Publisher,
+    Reach,
+    SlackSettings,
+    UserGroups,
+    WorkspaceAuthorize,
+    WorkspaceClients,
+    oauth_settings,
 )
-from handlers.services import Services, SlackSettings
+from handlers.slack.assistant import PaneCalls
+from handlers.slack.steps import StepCompletions
+from storage.repository import Repository
 
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
-TIMESTAMP = re.compile(r"[0-9]{1,12}")
-MAX_AGE = 5 * 60  # seconds; Slack's own rule, as bolt applies it
 # Socket Mode has no signing secret; HTTP requests then never verify.
 NO_SECRET = "socket-mode-has-no-signing-secret"
-# In the context of a request whose payload :func:`_parse` already checked: the middleware
-# does not check it twice.
-SHAPE_CHECKED = "approval_bot_payload_checked"
+
+
+def build_services(
+    repo: Repository,
+    config: Config,
+    runner: Runner,
+    client: AsyncWebClient,
+    clients: WorkspaceClients | None = None,
+) -> Services:
+    """``clients``: a token per workspace (OAuth installs); else ``client`` for all."""
+    clients = clients or WorkspaceClients(client)
+    publisher = Publisher(client, repo, clients)
+    publisher.decorate_card = CardGrants(repo, config).decorate  # standing grants
+    publisher.answers.claim = min(publisher.answers.claim, config.run_lease)
+    runner.report_progress_to(publisher.tool_progress.report)  # long tools' progress()
+    publisher.streams.mode = config.streaming  # streamed answers (handlers.slack.streams)
+    background = BackgroundTasks()
+    clients.track = background.track  # token refreshes are background work too
+    services = Services(
+        repo=repo,
+        config=config,
+        runner=runner,
+        client=client,
+        publisher=publisher,
+        groups=UserGroups(client, clients=clients),
+        background=background,
+        clients=clients,
+        steps=StepCompletions(repo, clients, claim=config.run_lease),
+        people=PeopleNames(
+            client,
+            clients=clients,
+            remember=lambda user, name: repo.remember_name(user, name, now=utcnow()),
+        ),
+        pane=PaneCalls(clients),
+    )
+    # The agent pane mirrors each pane run's state (status, session, waiting lines), and
+    # each call as it starts; the events go on to the streams.
+    publisher.on_run_state = lambda run, state, outcome: run_state(services, run, state, outcome)
+    runner.report_events_to(pane_events(services, publisher.streams.report))
+    return services
 
 
 def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
@@ -56,30 +104,54 @@ def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
         process_before_response=True,
         request_verification_enabled=True,
         logger=logging.getLogger("slack_bolt"),
-        # OAuth installs: bolt's authorize finds each request's workspace token.
-        oauth_settings=oauth.oauth_settings(services, settings) if settings.oauth else None,
+        # OAuth installs: bolt's flow installs; our authorize finds each request's workspace
+        # token (refreshed through SLACK_API_URL, single-flight; no install: a 200, one line).
+        oauth_settings=(
+            oauth_settings(services.repo, services.clients, settings) if settings.oauth else None
+        ),
+        authorize=WorkspaceAuthorize(services.clients) if settings.oauth else None,
     )
+    app.middleware(refuse_malformed)
 
-    @app.middleware
-    async def refuse_malformed(
-        body: dict[str, Any], context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
-    ) -> Any:
-        """Socket Mode payloads skip :func:`build_web_app`'s checks: the same rules here."""
-        if context.get(SHAPE_CHECKED):
-            return await next()
-        problem = payloads.problem(body)
-        if problem:
-            log.warning("refused a payload: %s", problem)
-            return BoltResponse(status=400, body=f"malformed request: {problem}")
-        return await next()
+    # Before the mention's and the Home's: they take the same events (the first match runs).
+    listeners.assistant.register(app, services)
+    listeners.mentions.register(app, services)
+    listeners.groups.register(app, services)
+    listeners.approvals.register(app, services)
+    listeners.batches.register(app, services)
+    listeners.edits.register(app, services)
+    listeners.commands.register(app, services)
+    listeners.questions.register(app, services)
+    listeners.recoveries.register(app, services)
+    listeners.grants.register(app, services)
+    listeners.holds.register(app, services)
+    listeners.steps.register(app, services)
 
-    listeners.register(app, services)
-    question_listeners.register(app, services)
-    grant_listeners.register(app, services)
-    home.register(app, services)
-    services.reach = reach.register(services)
+    # The App Home: refreshed whenever a card is posted or edited.
+    services.home = HomeTabs(
+        repo=services.repo,
+        config=services.config,
+        groups=services.groups,
+        clients=services.clients,
+        background=services.background,
+    )
+    services.publisher.on_change = services.home.changed
+    listeners.home.register(app, services)
+
+    # The approvers' reach: DM copies once a card is posted; reminders and escalations due.
+    services.reach = Reach(
+        repo=services.repo,
+        config=services.config,
+        publisher=services.publisher,
+        groups=services.groups,
+        clients=services.clients,
+        background=services.background,
+    )
+    services.publisher.on_card_posted = services.reach.card_posted
+    services.publisher.on_card_refused = functools.partial(step_card_refused, services)
+
     if settings.oauth:
-        oauth.register_uninstall(app, services)
+        listeners.uninstall.register(app, services)
     return app
 
 
@@ -95,9 +167,9 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
 
     async def slack_events(request: web.Request) -> web.Response:
         raw = await request.read()
-        if not _signed(secret, raw, request):
+        if not signed(secret, raw, request):
             return web.json_response({"error": "invalid signature"}, status=401)
-        parsed = _parse(raw, request)
+        parsed = parsed_request(raw, request)
         if isinstance(parsed, str):
             log.warning("refused a signed request: %s", parsed)
             return web.json_response({"error": f"malformed request: {parsed}"}, status=400)
@@ -110,11 +182,14 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
         return response
 
     async def healthz(_request: web.Request) -> web.Response:
+        outages = services.runner.outages  # an outage is logged once, not at every probe
         try:
             await services.repo.ping()
         except Exception as exc:
-            log.error("health check: database unreachable: %s", exc)
+            if not outages.failed("health check", exc):
+                log.error("health check: database unreachable: %s", exc)
             return web.json_response({"ok": False, "database": "unreachable"}, status=503)
+        outages.succeeded("health check")
         return web.json_response({"ok": True})
 
     async def oauth_flow(request: web.Request) -> web.Response:
@@ -139,76 +214,3 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
         web_app.router.add_get(app.oauth_flow.install_path, oauth_flow)
         web_app.router.add_get(app.oauth_flow.redirect_uri_path, oauth_flow)
     return web_app
-
-
-def _signed(secret: bytes, raw: bytes, request: web.Request) -> bool:
-    """Slack's v0 signature over the raw bytes, and a timestamp within 5 minutes."""
-    timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
-    signature = request.headers.get("X-Slack-Signature", "")
-    if not TIMESTAMP.fullmatch(timestamp) or abs(time.time() - int(timestamp)) > MAX_AGE:
-        return False
-    base = b"v0:" + timestamp.encode() + b":" + raw
-    expected = b"v0=" + hmac.new(secret, base, hashlib.sha256).hexdigest().encode()
-    # As bytes: compare_digest raises on str with non-ASCII characters (a 500 before).
-    return hmac.compare_digest(expected, signature.encode("utf-8", "surrogateescape"))
-
-
-def _parse(raw: bytes, request: web.Request) -> AsyncBoltRequest | str:
-    """The request as bolt will see it, or why it cannot be handled.
-
-    The body is decoded here, once, as bolt would decode it (:func:`decode_body`), and
-    handed to bolt already decoded: a click's form carries the whole card, and decoding it
-    is most of what acknowledging a click costs. Bolt still verifies the signature over the
-    raw body.
-    """
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "the body is not UTF-8"
-    try:
-        # Bolt's constructor would decode the body: give it none, then what it would have
-        # made of this one (the raw text for its signature check, the payload, and the
-        # context it derives from the payload).
-        bolt_request = AsyncBoltRequest(
-            body="",
-            query=request.query_string,
-            headers=request.headers,  # type: ignore[arg-type]
-        )
-        body = decode_body(text, bolt_request.content_type)
-        bolt_request.raw_body = text
-        bolt_request.body = body
-        bolt_request.context = build_async_context(AsyncBoltContext(), body)
-    except ValueError:
-        return "the body is not valid JSON"
-    except Exception as exc:  # bolt's context extraction on a body of the wrong shape
-        return f"unreadable payload ({type(exc).__name__})"
-    problem = payloads.problem(body)
-    if problem:
-        return problem
-    bolt_request.context[SHAPE_CHECKED] = True
-    return bolt_request
-
-
-def decode_body(text: str, content_type: str | None) -> Any:
-    """What bolt's ``parse_body`` makes of a request body, with a faster form decoder.
-
-    JSON bodies (events) as JSON; forms (``payload=`` for interactivity, fields for slash
-    commands) through yarl's compiled query-string decoder, which gives the same pairs as
-    ``urllib.parse.parse_qsl(text, keep_blank_values=True)`` in a fifth of the time.
-    """
-    if not text:
-        return {}
-    if content_type == "application/json" or text.startswith("{"):
-        return json.loads(text)
-    fields = dict(_form_pairs(text))
-    if "payload" in text:
-        payload = fields.get("payload")
-        return json.loads(payload) if payload is not None else {}
-    return fields
-
-
-def _form_pairs(text: str) -> list[tuple[str, str]]:
-    try:
-        return list(URL.build(query_string=text, encoded=True).query.items())
-    except Exception:  # anything yarl will not read, urllib reads as bolt would
-        return parse_qsl(text, keep_blank_values=True)

@@ -8,6 +8,7 @@ restarted playground remembers how many replicas "payments" has.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ import llm
 from llm.parts import TextPart, ToolCallPart, ToolResultPart
 
 from bot.pauses import WaitForCallback, callback_url
+from playground.demo_words import summarize
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +40,13 @@ HELP = (
     "`@approval-bot scale checkout to 5` (an approver may edit it before approving; "
     "`… in staging` needs nobody's approval), "
     "`@approval-bot rotate credentials of payments` (two people approve) or "
-    "`@approval-bot sql select name, replicas from services`."
+    "`@approval-bot sql select name, replicas from services` or "
+    "`@approval-bot migrate tenants` (long: stop the playground half-way, it carries on)."
 )
+
+
+# Between two words of the demo's answer, so the playground shows it streaming.
+STREAM_PAUSE = 0.02
 
 
 class DemoModel(llm.AsyncModel):
@@ -68,7 +75,10 @@ class DemoModel(llm.AsyncModel):
         if results:
             follow_up = after_question(text, results, earlier)
             if follow_up is None:
-                yield summarize(results)
+                # Word by word, as a model writes: the thread shows the answer streaming.
+                for word in re.findall(r"\S+\s*|\s+", summarize(results)):
+                    await asyncio.sleep(STREAM_PAUSE)
+                    yield word
                 return
             if isinstance(follow_up, str):
                 yield follow_up
@@ -150,6 +160,8 @@ def choose_tool(
     if sql or lowered.strip().startswith("select "):
         query = sql.group(1).strip() if sql else text.strip()
         return "run_sql", {"query": query}
+    if re.search(r"\bmigrat(e|ion)\b", lowered):
+        return "migrate_tenants", {"count": 200}  # playground.migrations: long, checkpointed
     scale = re.search(r"\bscale\b(?:.*?\bto\s+(\d+))?", lowered)
     if scale:
         verb = "scale"
@@ -170,10 +182,13 @@ def choose_tool(
         question = WHICH_SERVICE.format(verb=verb)
         if can_ask:
             return "ask_user", {"question": question, "choices": list(SERVICES)}
-        return f"{question} Say it with the request, e.g. `{verb} payments`."
+        return f"{question} Say it with the request, e.g. `@approval-bot {verb} payments`."
     if verb == "scale":
         if scale is None or scale.group(1) is None:
-            return f"How many replicas should {service} have? Say `scale {service} to 5`."
+            return (
+                f"How many replicas should {service} have? Say "
+                f"`@approval-bot scale {service} to 5`."
+            )
         arguments: dict[str, Any] = {"service": service, "replicas": int(scale.group(1))}
         if re.search(r"\bstaging\b", lowered):
             arguments["env"] = "staging"  # a rule lets staging scale without asking
@@ -219,16 +234,16 @@ def _service(lowered: str, *, known_only: bool = False) -> str | None:
     return verb.group(1)
 
 
-def summarize(results: list[ToolResultPart]) -> str:
-    lines = [f"• `{r.name}`: {r.output}" for r in results]
-    return "Here is what happened:\n" + "\n".join(lines)
-
-
 # -- the pretend infrastructure ----------------------------------------------------------
 
 
+# In the playground's --data-dir (the playground sets APPROVAL_BOT_DEMO_STATE); elsewhere (the
+# CLI run in that directory, `serve` with the demo tools) in the working directory.
+DEMO_STATE_FILE = "playground-state.db"
+
+
 def _state_path() -> Path:
-    return Path(os.environ.get("APPROVAL_BOT_DEMO_STATE", "playground-state.db"))
+    return Path(os.environ.get("APPROVAL_BOT_DEMO_STATE", DEMO_STATE_FILE))
 
 
 def _connect() -> sqlite3.Connection:
@@ -366,9 +381,12 @@ def demo_config_dict(model: str = DEMO_MODEL_ID) -> dict[str, Any]:
             "playground.demo:scale_service",
             "playground.demo:rotate_credentials",
             "playground.demo:run_sql",
+            "playground.migrations:migrate_tenants",
         ],
         "approval_ttl": "30m",
         "sweep_interval": "5s",
+        # A playground killed with -9 carries its long tool on within seconds of a restart.
+        "run_lease": "20s",
         "policies": {
             "restart_service": {
                 "approvers": ["U0APPROVER1", "U0APPROVER2"],
@@ -382,6 +400,7 @@ def demo_config_dict(model: str = DEMO_MODEL_ID) -> dict[str, Any]:
                 "min_approvals": 2,
                 "ttl": "30m",
             },
+            "migrate_tenants": {"approvers": ["U0APPROVER1", "U0APPROVER2"], "ttl": "30m"},
             "scale_service": {
                 "approvers": ["U0APPROVER1", "U0APPROVER2"],
                 "ttl": "15m",

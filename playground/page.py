@@ -8,7 +8,7 @@ modal opened for them. Whatever they do becomes what Slack would send the bot (s
 ``block_actions``, ``view_submission``, slash commands), built by ``SlackServer`` from its own
 state, so the page can only do what a Slack user could.
 
-Routes (``add_page_routes``):
+Routes (``playground.page_routes.add_page_routes``):
 
 * ``GET /`` — the page; ``?as=U…`` picks who you are (kept in the URL).
 * ``GET /playground/state?user=U…`` — JSON the page polls: messages, threads, that user's
@@ -20,6 +20,8 @@ Routes (``add_page_routes``):
   shown as ``option`` in a static_select menu.
 * ``POST /playground/submit`` ``{user, view_id, values}`` and ``POST /playground/close``
   ``{user, view_id}`` — submit or cancel a modal.
+* ``POST /playground/workflow/run`` ``{user, title, details, approvers, channel, timeout?}``
+  — run the Workflow panel's step (:mod:`playground.page_workflow`).
 * ``POST /playground/reset`` ``{"confirm": "reset"}`` — start the demo over (the page asks
   first): the bot's database, the pretend services and the channel are emptied.
 
@@ -32,7 +34,6 @@ which the page shows. The rendering (Block Kit and mrkdwn to safe DOM) is in
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import logging
 import re
@@ -43,18 +44,17 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
+from playground.page_index import render_index
 from playground.slack_server import BotReply, Message, SlackServer
 
 if TYPE_CHECKING:
-    from playground.app import Person
+    from playground.people import Person
 
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-BOT_HANDLE = "@approval-bot"
-WORKSPACE_NAME = "Playground"
 COMMANDS = ("/approvals",)  # the slash commands manifest.yml gives the app
 
 
@@ -138,6 +138,9 @@ class ChannelPage:
             "blocks": message.blocks,
             "edited": message.edited,
             "ephemeral": message.is_ephemeral,
+            # A streamed answer (chat.startStream): still streaming or stopped, its tasks.
+            "stream": message.stream_state,
+            "tasks": message.tasks,
         }
 
     def state(self, user: str) -> Json:
@@ -209,7 +212,15 @@ class ChannelPage:
     async def index(self, request: web.Request) -> web.Response:
         wanted = request.query.get("as", "")
         current = wanted if wanted in self.names else self.people[0].id
-        return web.Response(text=self._render_index(current), content_type="text/html")
+        page = render_index(
+            self.people,
+            current,
+            channel=(self.channel, self.channel_name),
+            bot=(self.server.bot_user_id, self.server.bot_name),
+            channels=self.server.channels,
+            version=self.version,
+        )
+        return web.Response(text=page, content_type="text/html")
 
     async def get_state(self, request: web.Request) -> web.Response:
         user = self._person(request.query.get("user"))
@@ -326,61 +337,6 @@ class ChannelPage:
         await self.reset()
         return web.json_response({"ok": True, "status": "reset"})
 
-    # -- the page -------------------------------------------------------------------------------
-
-    def _render_index(self, current: str) -> str:
-        e = html.escape
-        options = "\n".join(
-            f'<option value="{e(p.id)}"{" selected" if p.id == current else ""}>'
-            f"{e(p.name)} ({e(p.role)})</option>"
-            for p in self.people
-        )
-        people = "\n".join(
-            f'<li><button type="button" class="person" data-testid="person" data-user="{e(p.id)}"'
-            f' title="Be {e(p.name)}"><span class="avatar small">{e(p.name[:1].upper())}'
-            f'</span><span class="who">{e(p.name)}</span><span class="role">{e(p.role)}</span>'
-            "</button></li>"
-            for p in self.people
-        )
-        examples = "\n".join(
-            f'<li><button type="button" class="example" data-testid="example" '
-            f'data-text="{e(text)}" title="Put it in the message box"><code>{e(text)}</code>'
-            "</button></li>"
-            for text in (
-                f"{BOT_HANDLE} restart payments",
-                f"{BOT_HANDLE} restart search by region",
-                f"{BOT_HANDLE} deploy web",
-                f"{BOT_HANDLE} scale checkout to 5",
-                f"{BOT_HANDLE} scale checkout to 5 in staging",
-                f"{BOT_HANDLE} scale web to 40",
-                f"{BOT_HANDLE} rotate credentials of payments",
-                f"{BOT_HANDLE} restart",
-                "/approvals",
-            )
-        )
-        approvers = [p.name for p in self.people if p.role == "approver"]
-        config = {
-            "people": [{"id": p.id, "name": p.name, "role": p.role} for p in self.people],
-            "bot": {"id": self.server.bot_user_id, "name": self.server.bot_name},
-            "channel": {"id": self.channel, "name": self.channel_name},
-            "channels": self.server.channels,
-            "pollMs": 700,
-        }
-        config_json = json.dumps(config).replace("<", "\\u003c").replace(">", "\\u003e")
-        channel = e(self.channel_name)
-        version = e(self.version)
-        return PAGE_TEMPLATE.format(
-            channel=channel,
-            workspace=e(WORKSPACE_NAME),
-            options=options,
-            people=people,
-            examples=examples,
-            approvers=e(" or ".join(approvers) or "an approver"),
-            config=config_json.replace("&", "\\u0026"),
-            version=version,
-            bot=e(BOT_HANDLE),
-        )
-
 
 def _ts_key(ts: str) -> tuple[int, int]:
     seconds, _, micros = ts.partition(".")
@@ -396,130 +352,3 @@ def _json_or_none(reply: BotReply) -> Any:
 
 def _ok(status: str, reply: BotReply, **extra: Any) -> web.Response:
     return web.json_response({"ok": True, "status": status, "bot_status": reply.status, **extra})
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _guarded(handler: Handler) -> Handler:
-    """PageErrors (and surprises) become JSON errors the page can show."""
-
-    async def guarded(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except PageError as exc:
-            return web.json_response({"ok": False, "error": exc.message}, status=exc.status)
-        except web.HTTPException:
-            raise
-        except Exception as exc:
-            log.exception("playground page: %s %s failed", request.method, request.path)
-            return web.json_response(
-                {"ok": False, "error": f"the playground failed: {type(exc).__name__}: {exc}"},
-                status=500,
-            )
-
-    return guarded
-
-
-def add_page_routes(
-    app: web.Application,
-    server: SlackServer,
-    people: Sequence[Person],
-    channel: str,
-    *,
-    commands: Sequence[str] = COMMANDS,
-    reset: Callable[[], Awaitable[None]] | None = None,
-) -> None:
-    """Serve the channel page, its state and its actions on ``app`` (the Slack server's);
-    ``reset`` starts the demo over (the page's "Reset demo")."""
-    page = ChannelPage(server, people, channel, commands, reset)
-    app.router.add_get("/", _guarded(page.index))
-    app.router.add_get("/playground/state", _guarded(page.get_state))
-    app.router.add_post("/playground/message", _guarded(page.post_message))
-    app.router.add_post("/playground/click", _guarded(page.post_click))
-    app.router.add_post("/playground/select", _guarded(page.post_select))
-    app.router.add_post("/playground/submit", _guarded(page.post_submit))
-    app.router.add_post("/playground/close", _guarded(page.post_close))
-    app.router.add_post("/playground/reset", _guarded(page.post_reset))
-    app.router.add_static("/playground/static/", STATIC_DIR, name="playground-static")
-
-
-PAGE_TEMPLATE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>#{channel} · approval-bot playground</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/playground/static/page.css?v={version}">
-</head>
-<body>
-<div class="app">
-  <aside class="sidebar" aria-label="Workspace">
-    <div class="workspace">{workspace}</div>
-    <nav class="channels" aria-label="Channels">
-      <div class="section-title">Channels</div>
-      <a class="channel active" href="#" aria-current="page"><span class="hash">#</span
-        >{channel}</a>
-    </nav>
-    <div class="section-title">People <span class="section-note">click to be them</span></div>
-    <ul class="people">
-{people}
-    </ul>
-    <p class="hint" data-testid="how-to">Ask as ana, then <b>switch to {approvers}</b> to
-      approve: a requester cannot approve their own call. Rotating credentials needs
-      <b>both</b> approvers; a scale can be <b>edited, then approved</b>.</p>
-    <div class="section-title">Try <span class="section-note">click to write it</span></div>
-    <ul class="examples">
-{examples}
-    </ul>
-    <p class="hint">Everything here is local: a Slack-compatible server, the real bot and an
-      offline demo model.</p>
-    <button type="button" class="reset-demo" data-testid="reset-demo">Reset demo…</button>
-  </aside>
-  <main class="main">
-    <header class="channel-header">
-      <button type="button" class="menu-toggle" data-testid="menu" aria-label="Show the sidebar"
-              aria-expanded="false">☰</button>
-      <h1><span class="hash">#</span>{channel}</h1>
-      <label class="identity">You are
-        <select data-testid="identity" aria-label="Who you are">
-{options}
-        </select>
-      </label>
-    </header>
-    <div class="switch-tip" data-testid="switch-tip" role="status" hidden>
-      <span class="switch-tip-text"></span>
-      <button type="button" class="btn btn-small" data-testid="switch-tip-button"></button>
-    </div>
-    <div class="messages" data-testid="messages" role="log" aria-live="polite"
-         aria-label="Messages in #{channel}">
-      <div class="empty" data-testid="empty">No messages yet. Say hello, or mention
-        <b>{bot}</b>.</div>
-    </div>
-    <div class="error" data-testid="error" role="alert" hidden>
-      <span class="error-text"></span>
-      <button type="button" class="error-close" aria-label="Dismiss">×</button>
-    </div>
-    <form class="composer" data-testid="composer-form" autocomplete="off">
-      <div class="reply-target" data-testid="reply-target" hidden>
-        <span class="reply-text"></span>
-        <button type="button" class="reply-cancel" data-testid="reply-cancel"
-                aria-label="Stop replying in thread">×</button>
-      </div>
-      <div class="composer-box">
-        <textarea data-testid="composer" rows="1" aria-label="Message"
-                  placeholder="Message #{channel}"></textarea>
-        <button type="submit" class="send" data-testid="send" aria-label="Send">Send</button>
-      </div>
-      <div class="composer-hint">Enter to send · Shift+Enter for a new line ·
-        <code>{bot} …</code> talks to the bot · <code>/approvals [mine|all|help]</code></div>
-    </form>
-  </main>
-</div>
-<div id="overlays"></div>
-<script id="playground-config" type="application/json">{config}</script>
-<script src="/playground/static/page.js?v={version}"></script>
-</body>
-</html>
-"""

@@ -2,7 +2,7 @@
 
 ``time_limit(seconds)`` bounds every transaction the current task starts inside it: the
 transaction either commits within the limit or raises :class:`DatabaseBusy` having committed
-nothing. :mod:`storage.db` applies the deadline per database: on SQLite a transaction waits
+nothing. :mod:`storage.drivers` applies the deadline per database: on SQLite a transaction waits
 for the write lock only until then (a busy timeout for that one transaction) and never starts
 once abandoned; on PostgreSQL ``lock_timeout`` and ``statement_timeout`` end it, and the client
 gives up on a server that does not answer, but never while COMMIT is in flight: it waits for

@@ -14,20 +14,22 @@ import functools
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from storage.protocol import Mode
+from storage.drivers.protocol import Mode
 
 if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import Connection
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from storage.db import Database, Tx
+    from storage.drivers.protocol import Database, Tx
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# The revisions a database is at (storage.reads reads them too, before it reads anything).
+CURRENT_REVISIONS = "SELECT version_num FROM alembic_version"
 _REVISION = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(.+?)\s*$", re.MULTILINE)
 
 
@@ -61,7 +63,8 @@ def _revisions() -> tuple[frozenset[str], frozenset[str]]:
     revisions: set[str] = set()
     parents: set[str] = set()
     for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
-        found = dict(m.groups() for m in _REVISION.finditer(path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
+        found: dict[str, str] = {m.group(1): m.group(2) for m in _REVISION.finditer(text)}
         if "revision" not in found:
             continue
         revisions.update(re.findall(r"[\"']([^\"']+)[\"']", found["revision"]))
@@ -73,7 +76,7 @@ async def current_revisions(database: Database) -> frozenset[str] | None:
     """The database's revisions; None when it has no ``alembic_version`` table yet."""
 
     def body(tx: Tx) -> frozenset[str]:
-        return frozenset(str(row[0]) for row in tx.all("SELECT version_num FROM alembic_version"))
+        return frozenset(str(row[0]) for row in tx.all(CURRENT_REVISIONS))
 
     try:
         return await database.run(body, Mode.READ_ONE)
@@ -105,11 +108,12 @@ async def _needs_upgrade(database: Database) -> bool:
 async def upgrade(target: Database | AsyncEngine) -> None:
     """Bring the schema to the newest revision; a no-op when it is already there.
 
-    ``target`` is the repository's :class:`~storage.db.Database` (SQLite migrates on its writer
+    ``target`` is the repository's :class:`~storage.drivers.Database` (SQLite migrates on its writer
     thread, over a SQLAlchemy connection that takes the write lock up front) or an async engine.
     """
-    if hasattr(target, "sync_engine"):  # an AsyncEngine
-        async with target.begin() as conn:
+    if hasattr(target, "sync_engine"):  # an AsyncEngine (SQLAlchemy is not imported here)
+        engine = cast("AsyncEngine", target)
+        async with engine.begin() as conn:
             await conn.run_sync(_upgrade)
         return
     if not await _needs_upgrade(target):

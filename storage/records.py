@@ -1,4 +1,10 @@
-"""What the repository takes and gives: statuses, errors and plain records of outcomes."""
+"""What the repository takes and gives: statuses, errors, plain records, and payload hashes.
+
+Owns no state. Everything here is plain Python (no SQLAlchemy import; the models appear in
+annotations only), so the layers above import what they hand the repository and what they get
+back (drafts, outcomes, errors, the hashes that bind an approval to what runs) from here
+without loading the database layer; :mod:`storage.repository` re-exports the common ones.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,13 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from storage.values import storable
 
 if TYPE_CHECKING:
-    from storage.models import Approval, Run
+    from storage.models import Approval, AuditEvent, Run
 
 FINISHED_RUN_STATUSES = ("completed", "failed", "cancelled")
 ACTIVE_RUN_STATUSES = ("running", "resuming")
@@ -50,6 +56,21 @@ class LeaseLost(StorageError):
     """This worker no longer holds the run's lease: another worker took the run over."""
 
 
+class RunHeld(StorageError):
+    """An operator's hold (``pause`` or ``stop``) was found by the statement that would have
+    started a call: nothing of it was written (``ExecutionStore.begin_execution``)."""
+
+    def __init__(self, run_id: str, action: str) -> None:
+        super().__init__(f"run {run_id}: {action} requested by an operator")
+        self.run_id = run_id
+        self.action = action
+
+
+class EditConflict(Exception):
+    """The approval changed (another edit) since the editor's form or the caller's checks
+    read it: nothing was written; the editor should look at it again."""
+
+
 @dataclass(frozen=True)
 class ApprovalDraft:
     """A call that pauses the run (an approval, by default, or another ``kind`` of pause);
@@ -74,7 +95,7 @@ class ApprovalDraft:
     due_at: datetime | None = None
     token_hash: str | None = None
     adopt: bool = False
-    # The policy's reminder and escalation, snapshotted (storage.reach).
+    # The policy's reminder and escalation, snapshotted (storage.stores.reach).
     remind_at: datetime | None = None
     escalate_at: datetime | None = None
     escalate_to: tuple[str, ...] = ()
@@ -82,11 +103,29 @@ class ApprovalDraft:
     rule: str | None = None
     rule_when: str | None = None
     rule_error: str | None = None
-    # Distinct approvers it needs (quorum; storage.votes).
+    # Distinct approvers it needs (quorum; storage.stores.votes).
     min_approvals: int = 1
     allow_edit: bool = False
     # A pause of an edited call (a retry): ``arguments`` as proposed, these run.
     edited_arguments: dict[str, Any] | None = None
+    # Batch cards: the rows of one response shown on one card (see Approval.batch_id).
+    batch_id: str | None = None
+    # A recovery row's (kind ``recovery``): see Approval.attempt.
+    attempt: int | None = None
+    recovery_of: str | None = None
+    recovery_cause: str | None = None
+    # The model's text that came with the call (Approval.why).
+    why: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A long call's last checkpoint: its state (JSON text), how many times it was saved and
+    how many times the call was resumed from it."""
+
+    state: str
+    saves: int
+    resumes: int
 
 
 @dataclass(frozen=True)
@@ -103,15 +142,89 @@ class ArmedCallback:
     expires_at: datetime
 
 
+@dataclass(frozen=True)
+class GrantDraft:
+    """A grant asked for with a decision: how long, and for which arguments (None: any)."""
+
+    id: str
+    duration: timedelta
+    payload_scope: str | None = None
+    grantor_groups: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class EditRequest:
+    """An approver's edit: the arguments to run instead, their payload hash, and (when the
+    edited call needs other approvers) the stricter approver list, which keeps it pending."""
+
+    arguments: dict[str, Any]
+    payload_hash: str
+    stricter_approvers: list[str] | None = None
+    why_stricter: str | None = None
+    # The rule on arguments that chose the stricter policy (bot.policy.rules), shown on the card.
+    rule: str | None = None
+    rule_when: str | None = None
+    rule_error: str | None = None
+    min_approvals: int = 1
+    # What the editor saw (storage.records.shows_current): a fingerprint of the arguments
+    # the form showed, UNEDITED for a form of the previous release, None for no check.
+    shown: str | None = None
+
+
 @dataclass
 class CallbackOutcome:
     """What a POST to a callback URL did: ``completed`` (the body is the call's result),
-    ``gone`` (used already, expired or cancelled: 410) or ``unknown`` (404)."""
+    ``repeated`` (that body was the result already: a retry, 202), ``gone`` (used already
+    with another body, expired or cancelled: 410) or ``unknown`` (404)."""
 
     status: str
     approval: Approval | None = None
     resume_claimed: bool = False
     expiry: ExpiryOutcome | None = None
+
+
+@dataclass(frozen=True)
+class AnswerToPost:
+    """A run's last message a poster claimed (the answer outbox, :mod:`storage.stores.answers`):
+    ``status`` is the run's end (completed, failed, cancelled) and ``text`` its answer or
+    error; ``progress_ts`` the message it replaces; ``chunks_posted`` of it Slack took."""
+
+    run_id: str
+    turn: int
+    status: str
+    text: str | None
+    progress_ts: str | None
+    chunks_posted: int
+    attempts: int
+    team_id: str
+    channel: str
+    thread_ts: str
+
+
+@dataclass(frozen=True)
+class StepToComplete:
+    """A Workflow Builder step a completer claimed (:mod:`storage.stores.steps`): its
+    execution, its approval as it stands, and the execution's token (None once forgotten)."""
+
+    function_execution_id: str
+    run_id: str
+    team_id: str
+    token: str | None
+    attempts: int
+    approval: Any
+
+    def __repr__(self) -> str:  # the token never reaches a log line
+        return f"StepToComplete({self.function_execution_id!r}, approval={self.approval.id!r})"
+
+
+@dataclass(frozen=True)
+class StepStarted:
+    """A step's approval: ``created`` False when the execution was already stored (Slack
+    redelivered ``function_executed``) and nothing was written."""
+
+    approval_id: str
+    run_id: str
+    created: bool
 
 
 @dataclass
@@ -143,11 +256,63 @@ class DecisionOutcome:
     approval: Approval
     resume_claimed: bool
     run: Run | None = None
-    # Quorum (storage.votes): the actor had approved already; nothing changed.
+    # Quorum (storage.stores.votes): the actor had approved already; nothing changed.
     duplicate: bool = False
     # The clicked copy showed other arguments than the approval's now (``shows_current``):
     # nothing changed.
     stale: bool = False
+
+
+@dataclass(frozen=True)
+class ReachState:
+    """An approval's escalation as its card shows it; for a sender of its DM copies, the
+    failed attempts so far and who will get no copy."""
+
+    escalate_at: datetime | None
+    escalated_at: datetime | None
+    escalate_to: list[str]
+    dms_attempts: int = 0
+    dms_given_up: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CopyPlace:
+    recipient: str
+    channel: str
+    ts: str
+
+
+@dataclass(frozen=True)
+class Escalation:
+    approval: Approval
+    added: list[str]
+
+
+@dataclass(frozen=True)
+class ExportedEvent:
+    """One audit event as exported: who, when, what, and where (its run's team and channel)."""
+
+    event: AuditEvent
+    team_id: str
+    channel: str
+
+
+@dataclass(frozen=True)
+class StoredInstallation:
+    """slack_sdk's ``Bot.to_dict()`` and ``Installation.to_dict()``, as JSON text."""
+
+    bot: str
+    installation: str
+
+
+@dataclass
+class LiveCounts:
+    pending_by_tool: dict[str, int]
+    runs_by_status: dict[str, int]
+    # The earliest expires_at of a pending approval already past it (the sweeper's lag).
+    oldest_overdue: datetime | None
+    # Runs an operator holds paused (run_holds; issue 19 §2).
+    held_runs: int = 0
 
 
 # What the clicked copy of a card showed, which its Approve buttons carry: the first
@@ -161,6 +326,35 @@ UNEDITED = ""
 
 def fingerprint(payload_hash: str) -> str:
     return payload_hash[:FINGERPRINT_LENGTH]
+
+
+def batch_fingerprint(approvals: Sequence[Approval]) -> str:
+    """What a batch card showed: its calls (ids) and the arguments each would run (payload
+    hashes, edited ones included). A button carries it; a click whose card showed another set
+    is refused as stale (``BatchOutcome.stale``)."""
+    digest = hashlib.sha256()
+    for approval in sorted(approvals, key=lambda a: a.id):
+        digest.update(f"{approval.id}:{approval.payload_hash};".encode())
+    return digest.hexdigest()[:FINGERPRINT_LENGTH]
+
+
+@dataclass
+class BatchOutcome:
+    """What a decision on a batch card did, in one transaction.
+
+    ``approvals``: every row of the batch after it; ``decided``: the ids this decision
+    settled (approved, denied, or voted on); ``kept``: the ids it did not touch because they
+    were settled (or expired) already, or ``actor`` had voted on them; ``stale``: the card
+    showed another set, nothing changed.
+    """
+
+    approvals: list[Approval]
+    decided: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    voted: list[str] = field(default_factory=list)
+    stale: bool = False
+    resume_claimed: bool = False
+    run: Run | None = None
 
 
 def shows_current(approval: Approval, shown: str) -> bool:
@@ -186,6 +380,9 @@ class PendingFilter:
     anyone_channel: str | None = None
     # Only these kinds of pause (approval, question, callback, retry); None: every kind.
     kinds: Sequence[str] | None = None
+    # A batch (one card for many calls, ``Approval.batch_id``) as one item: its first row
+    # still pending stands for it (Slack's lists; the CLI lists every call).
+    one_per_batch: bool = False
 
 
 def canonical_json(value: Any) -> str:
@@ -229,3 +426,54 @@ class PayloadHasher:
             f'"tool":{canonical_json(storable(tool_name))}}}'
         )
         return hashlib.sha256(material.encode()).hexdigest()
+
+
+def arguments_hash(arguments: dict[str, Any]) -> str:
+    """The scope of a grant limited to the same arguments: their canonical JSON, hashed (in
+    the stored form, as approvals hash them)."""
+    return hashlib.sha256(canonical_json(storable(arguments)).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredToken:
+    """An API token as stored: never the token itself, only what it may do."""
+
+    id: str
+    name: str
+    channels: tuple[str, ...]
+    team_id: str
+    requester: str
+    webhook_secret: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+    def usable(self, now: datetime) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+@dataclass(frozen=True)
+class ApiStarted:
+    """What a ``POST /api/v1/…`` stored: ``created`` False when the idempotency key was used
+    before (nothing written); ``body_hash`` is then the first request's, to compare."""
+
+    approval_id: str
+    created: bool
+    body_hash: str
+
+
+@dataclass(frozen=True)
+class ApiRequestRow:
+    """An API request's own row: its token, its webhook and the webhook's delivery state."""
+
+    approval_id: str
+    token_id: str
+    idempotency_key: str | None
+    webhook_url: str | None
+    delivery_id: str
+    created_at: datetime
+    attempts: int
+    delivered_at: datetime | None
+    gave_up_at: datetime | None
+    last_error: str | None
+    claimed_until: datetime | None

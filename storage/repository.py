@@ -16,25 +16,34 @@ A run is driven only by the drive holding its lease (``lease_owner``, a worker i
 token per drive, until ``lease_expires_at``); a crashed worker's lease runs out and
 ``take_over_run`` hands the run to another.
 
-How it is written: each public method is an ``async`` shell around one transaction body, a
-plain function over a :class:`storage.db.Tx` that runs a few portable SQL statements, and
-:mod:`storage.db` runs that body in one step per database (see there for why and for the
-figures). The SQL is plain text rather than SQLAlchemy Core because SQLAlchemy's execution
-layer costs 60-120 us per statement here against 5-10 us for ``sqlite3`` itself: more than the
-whole transaction. The schema stays in :mod:`storage.models` (and Alembic); column lists and
-value conversions are derived from it. Statements use ``UPDATE … RETURNING`` where a row is
-needed after a change, instead of reading it again, and the objects returned are complete,
-detached model instances: nothing is loaded lazily after the transaction.
+How it is written: the :class:`Repository` is the stores of :mod:`storage.stores`, one per
+aggregate, over one :class:`~storage.drivers.Database`; owns nothing itself but opening,
+migrating and closing that database (and a few maintenance reads). Each public method is an
+``async`` shell around one transaction body, a plain function over a
+:class:`storage.drivers.Tx` that runs a few portable SQL statements (:mod:`storage.sql`), and
+:mod:`storage.drivers` runs that body in one step per database (see
+:mod:`storage.drivers.sqlite` for why and for the figures). The SQL is plain text rather than
+SQLAlchemy Core because SQLAlchemy's execution layer costs 60-120 us per statement here against
+5-10 us for ``sqlite3`` itself: more than the whole transaction. The schema stays in
+:mod:`storage.models` (and Alembic); the SQL layer declares the same column lists, and a test
+checks that they agree. Statements use ``UPDATE … RETURNING`` where a row is needed after a
+change, instead of reading it again, and the objects returned are complete, detached model
+instances: nothing is loaded lazily after the transaction.
+
+The layers above import storage through this module and :mod:`storage.records` (what the
+repository takes and gives), :mod:`storage.models` (what it returns), :mod:`storage.limits`,
+:mod:`storage.values`, :mod:`storage.urls`, :mod:`storage.reads` and :mod:`storage.migrate`.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
 
 from storage import migrate
-from storage.approvals import ApprovalStore
-from storage.db import (
+from storage.drivers import (
     Database,
     Mode,
     PostgresDatabase,
@@ -43,35 +52,77 @@ from storage.db import (
     is_sqlite,
     open_database,
 )
-from storage.edits import EditStore
-from storage.events import EventStore
-from storage.grants import GrantDraft, GrantStore
-from storage.home import HomeStore
-from storage.installations import InstallationStore
 from storage.limits import DATABASE_FAILURES, DatabaseBusy, time_limit
-from storage.pauses import PauseStore
-from storage.reach import ReachStore
 from storage.records import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
+    AnswerToPost,
+    ApiRequestRow,
+    ApiStarted,
     ApprovalDraft,
     ArmedCallback,
+    BatchOutcome,
     CallbackOutcome,
     DecisionOutcome,
     DuplicateEvent,
+    EditConflict,
+    EditRequest,
     ExpiryOutcome,
+    ExportedEvent,
+    GrantDraft,
     LeaseLost,
+    LiveCounts,
     PauseOutcome,
     PendingFilter,
+    ReachState,
     RunBusy,
+    RunHeld,
+    StepStarted,
+    StepToComplete,
     StorageError,
+    StoredCheckpoint,
+    StoredToken,
     ValueTooLong,
+    arguments_hash,
     canonical_json,
     payload_hash,
 )
-from storage.rows import APPROVALS, RUNS, Rows, insert_sql
-from storage.runs import RunStore
-from storage.statements import INSERT_APPROVAL, INSERT_APPROVER, approver_rows
+from storage.sql.approvals import INSERT_APPROVAL, INSERT_APPROVER, approver_rows
+from storage.sql.runs import INSERT_RUN_ROW
+from storage.sql.stats import (
+    ANALYZE_TABLES,
+    PING,
+    STATUS_COUNTS,
+    WRITE_PROBE_DELETE,
+    WRITE_PROBE_INSERT,
+)
+from storage.stores import (
+    AnswerStore,
+    ApiStore,
+    ApprovalStore,
+    BatchStore,
+    CardStore,
+    CheckpointStore,
+    DecisionStore,
+    EditStore,
+    EventStore,
+    ExecutionStore,
+    GrantStore,
+    HomeStore,
+    InstallationStore,
+    LeaseStore,
+    PauseStore,
+    PeopleStore,
+    ReachStore,
+    RecoveryStore,
+    RunStore,
+    StepStore,
+    VoteStore,
+    WaitStore,
+    live_counts,
+)
+from storage.stores.holds import HoldOutcome, HoldStore, ReleaseOutcome
+from storage.stores.rows import APPROVALS, RUNS, Rows
 from storage.urls import DatabaseUnavailable, reporting_unavailable
 
 if TYPE_CHECKING:
@@ -81,23 +132,44 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "DATABASE_FAILURES",
     "FINISHED_RUN_STATUSES",
+    "AnswerToPost",
+    "ApiRequestRow",
+    "ApiStarted",
     "ApprovalDraft",
     "ArmedCallback",
+    "BatchOutcome",
     "CallbackOutcome",
+    "Database",
     "DatabaseBusy",
     "DatabaseUnavailable",
     "DecisionOutcome",
     "DuplicateEvent",
+    "EditConflict",
+    "EditRequest",
     "ExpiryOutcome",
+    "ExportedEvent",
     "GrantDraft",
+    "HoldOutcome",
     "LeaseLost",
+    "LiveCounts",
+    "Mode",
     "PauseOutcome",
     "PendingFilter",
+    "ReachState",
+    "ReleaseOutcome",
     "Repository",
     "RunBusy",
+    "RunHeld",
+    "StepStarted",
+    "StepToComplete",
     "StorageError",
+    "StoredCheckpoint",
+    "StoredToken",
+    "Tx",
     "ValueTooLong",
+    "arguments_hash",
     "canonical_json",
+    "live_counts",
     "payload_hash",
     "time_limit",
 ]
@@ -107,24 +179,40 @@ WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
 
 class Repository(
     RunStore,
-    ApprovalStore,
-    EditStore,
+    AnswerStore,
+    HoldStore,
+    LeaseStore,
     PauseStore,
+    ApprovalStore,
+    DecisionStore,
+    ExecutionStore,
+    CheckpointStore,
+    CardStore,
+    VoteStore,
+    EditStore,
+    WaitStore,
     EventStore,
     InstallationStore,
     HomeStore,
     GrantStore,
     ReachStore,
+    PeopleStore,
+    BatchStore,
+    RecoveryStore,
+    StepStore,
+    ApiStore,
 ):
-    """Every transaction approval-bot makes, by aggregate (runs, approvals and the other
-    pauses, events, Slack installs, App Home reads, standing grants, the approvers' reach)."""
+    """Every transaction approval-bot makes, by aggregate (:mod:`storage.stores`: runs, their
+    leases and pauses; approvals, their decisions, executions, cards, votes and edits; the
+    other waits; events, Slack installs, App Homes, standing grants, the approvers' reach,
+    people's names)."""
 
     def __init__(self, database: Database | AsyncEngine) -> None:
         if hasattr(database, "sync_engine"):  # older callers built the engine themselves
-            database = _database_for_engine(database)
+            database = _database_for_engine(cast("AsyncEngine", database))
         self.database = database
         self.dialect = database.dialect
-        # Kept apart: callers may wrap ``database`` (bot.metrics counts its failures).
+        # Kept apart: callers may wrap ``database`` (bot.ops.metrics counts its failures).
         self._sqlite = database if isinstance(database, SQLiteDatabase) else None
 
     @classmethod
@@ -139,7 +227,7 @@ class Repository(
         """Connect (and migrate, unless told not to). ``engine_kwargs`` go to SQLAlchemy.
 
         ``sqlite_inline=False`` runs every SQLite transaction on a worker thread instead of
-        trying it on the event loop first (see :mod:`storage.db`).
+        trying it on the event loop first (see :mod:`storage.drivers.sqlite`).
         """
         # A URL of the wrong shape raises ValueError; a database that is not there (or will
         # not let us in) raises DatabaseUnavailable, one sentence either way.
@@ -186,9 +274,24 @@ class Repository(
         """Raise when the database cannot be reached (health checks)."""
 
         def body(tx: Tx) -> None:
-            tx.one("SELECT 1")
+            tx.one(PING)
 
         await self.database.run(body, READ_ONE)
+
+    async def probe_write(self, now: datetime) -> None:
+        """Raise unless the database can be written now (the readiness check).
+
+        One committed transaction that inserts a row and deletes it again: it leaves nothing
+        behind but must reach the disk (the WAL), so a read-only file, a read-only server or
+        one that cannot commit fails it, where a ping (a read) would pass.
+        """
+        params = {"event_id": f"readyz-probe:{secrets.token_hex(8)}", "now": now}
+
+        def body(tx: Tx) -> None:
+            tx.execute(WRITE_PROBE_INSERT, params)
+            tx.execute(WRITE_PROBE_DELETE, params)
+
+        await self.database.run(body, WRITE)
 
     async def analyze(self) -> None:
         """Refresh the query planner's statistics, as after a bulk load.
@@ -198,7 +301,8 @@ class Repository(
         """
 
         def body(tx: Tx) -> None:
-            tx.execute("ANALYZE")
+            for statement in ANALYZE_TABLES:
+                tx.execute(statement)
 
         await self.database.run(body, WRITE, inline=False)
 
@@ -224,7 +328,7 @@ class Repository(
 
         def body(tx: Tx) -> None:
             if run_rows:
-                tx.executemany(insert_sql(RUNS, "runs"), run_rows)
+                tx.executemany(INSERT_RUN_ROW, run_rows)
             if approval_rows:
                 tx.executemany(INSERT_APPROVAL, approval_rows)
                 tx.executemany(INSERT_APPROVER, approver_rows(approvals))
@@ -238,9 +342,7 @@ class Repository(
             return {
                 table: {
                     str(status): int(count)
-                    for status, count in tx.all(
-                        f"SELECT status, COUNT(*) FROM {table} GROUP BY status"
-                    )
+                    for status, count in tx.all(STATUS_COUNTS.format(table=table))
                 }
                 for table in ("runs", "approvals")
             }

@@ -28,7 +28,7 @@ POSTGRES_OPTIONS = ("sslmode", "ssl")
 _PASSWORD = re.compile(r"(://[^/?#@:]*:)[^@/?#]*@")
 # A SQLite URL that names a file and nothing else (the common case): read without SQLAlchemy,
 # whose import is most of a read-only command's start-up. No query, escapes, user or port:
-# anything else goes through SQLAlchemy's parser (tests/test_cli_reads.py compares the two).
+# anything else goes through SQLAlchemy's parser (tests/storage/test_cli_reads.py compares the two).
 _PLAIN_SQLITE = re.compile(r"sqlite(?:\+[A-Za-z0-9_]+)?:///([^?#%@:]+)")
 
 
@@ -96,7 +96,7 @@ def plain_sqlite_path(url: str) -> str | None:
 def normalize_url(url: str) -> str:
     """Accept the URLs people paste (``postgresql://``, ``sqlite:///``) and pick async drivers.
 
-    This is the URL of :attr:`storage.db.Database.engine` (a SQLAlchemy async engine); the
+    This is the URL of :attr:`storage.drivers.Database.engine` (a SQLAlchemy async engine); the
     repository itself drives SQLite through ``sqlite3`` whatever the driver named here.
     """
     parsed = parse_database_url(url)

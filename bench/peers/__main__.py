@@ -81,9 +81,10 @@ def setting_for(part: str, key: str) -> str:
 
 def shipped_setting() -> str:
     """approval-bot's setting for the at-most-once part: NORMAL when its repository raises
-    the ``executing`` commit to a durable level (``storage.sqlite.SQLITE_DURABLE_SYNCHRONOUS``),
-    else FULL (every commit durable: the only way to keep the promise without that)."""
-    from storage import sqlite
+    the ``executing`` commit to a durable level
+    (``storage.drivers.sqlite.connections.SQLITE_DURABLE_SYNCHRONOUS``), else FULL (every
+    commit durable: the only way to keep the promise without that)."""
+    from storage.drivers.sqlite import connections as sqlite
 
     durable = getattr(sqlite, "SQLITE_DURABLE_SYNCHRONOUS", None)
     if durable is not None and SYNCHRONOUS_LEVELS[durable.upper()] >= SYNCHRONOUS_LEVELS["FULL"]:

@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 from bench import engine_cycle
-from bot.runner import Runner
-from storage import sqlite
+from bot.engine import Runner
+from storage.drivers.sqlite import connections as sqlite
 from storage.repository import Repository
 
 
@@ -24,9 +24,12 @@ async def settle(repo: Repository) -> None:
 
 class ApprovalBot:
     """``tool``: the gated tool as an async function (the default, as engine_cycle's) or a
-    sync one, which the gate runs on a thread of its own (see bot/tool_calls.py)."""
+    sync one, which the gate runs on a thread of its own (see bot/gate/tool_calls.py)."""
 
-    durability = "every connection's PRAGMA synchronous (`storage.sqlite.SQLITE_SYNCHRONOUS`)" + (
+    durability = (
+        "every connection's PRAGMA synchronous "
+        "(`storage.drivers.sqlite.connections.SQLITE_SYNCHRONOUS`)"
+    ) + (
         "; the repository raises it to FULL for the `executing` commit when it is lower"
         if hasattr(sqlite, "SQLITE_DURABLE_SYNCHRONOUS")
         else ""

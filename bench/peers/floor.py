@@ -21,7 +21,7 @@ from pathlib import Path
 from bench import engine_cycle
 from bench.peers.approval_bot import settle
 from bench.peers.common import connect
-from storage import sqlite
+from storage.drivers.sqlite import connections as sqlite
 
 APPROVAL_ID = re.compile(r"'(apr_[0-9A-Z]{26})'")
 

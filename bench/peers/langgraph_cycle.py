@@ -22,7 +22,7 @@ from langgraph.types import Command, interrupt
 
 from bench import engine_cycle
 from bench.peers.common import ModelClock, connect
-from bot.config import DEFAULT_SYSTEM_PROMPT
+from bot.config.models import DEFAULT_SYSTEM_PROMPT
 
 CLOCK = ModelClock()
 

@@ -35,7 +35,7 @@ from agents.testing import assistant_message, function_call
 
 from bench import engine_cycle
 from bench.peers.common import ModelClock, connect
-from bot.config import DEFAULT_SYSTEM_PROMPT
+from bot.config.models import DEFAULT_SYSTEM_PROMPT
 
 CLOCK = ModelClock()
 

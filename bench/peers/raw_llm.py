@@ -17,7 +17,7 @@ from llm.parts import Message, TextPart
 
 from bench import engine_cycle
 from bench.peers.common import connect
-from bot.config import DEFAULT_SYSTEM_PROMPT
+from bot.config.models import DEFAULT_SYSTEM_PROMPT
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -20,11 +20,12 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from bot.cli.parser import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
-from bot.logs import log_format_from, process_logging
-from bot.terminal import terminal_safe_output
+from bot.cli.exits import EXIT_INTERRUPTED, EXIT_USAGE
+from bot.cli.parser import build_parser
+from bot.cli.terminal import terminal_safe, terminal_safe_output
+from bot.ops.log_output import log_format_from, process_logging
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -46,18 +47,27 @@ COMMANDS = {
     ("runs", "show"): "runs:runs_show",
     ("runs", "cancel"): "runs:runs_cancel",
     ("runs", "recover"): "runs:runs_recover",
+    ("runs", "pause"): "run_holds:runs_pause",
+    ("runs", "resume"): "run_holds:runs_resume",
+    ("runs", "list"): "run_holds:runs_list",
     ("ask", ""): "ask:ask",
     ("waits", "list"): "waits:waits_list",
     ("waits", "complete"): "waits:waits_complete",
     ("grants", "list"): "grants:grants_list",
     ("grants", "revoke"): "grants:grants_revoke",
     ("audit", "export"): "audit:audit_export",
+    ("api-tokens", "create"): "api_tokens:api_tokens_create",
+    ("api-tokens", "list"): "api_tokens:api_tokens_list",
+    ("api-tokens", "revoke"): "api_tokens:api_tokens_revoke",
+    ("webhooks", "list"): "api_tokens:webhooks_list",
+    ("webhooks", "retry"): "api_tokens:webhooks_retry",
 }
 # The commands that may drive a run, and so reach a model: they load llm's plugins.
 DRIVE_RUNS = {
     ("approvals", "decide"),
     ("approvals", "expire"),
     ("runs", "recover"),
+    ("runs", "resume"),
     ("ask", ""),
     ("waits", "complete"),
 }
@@ -67,6 +77,7 @@ DRIVE_RUNS = {
 READ_ONLY = {
     ("approvals", "list"),
     ("runs", "show"),
+    ("runs", "list"),
     ("waits", "list"),
     ("audit", "export"),
     # It audits each grant's expiry once (storage.reads hands that case to the Repository).
@@ -87,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         log_format = log_format_from(early.log_format)
     except ValueError as exc:
-        print(f"approval-bot: {exc}", file=sys.stderr)
+        print(terminal_safe(f"approval-bot: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     with process_logging(log_format, verbose=early.verbose) as output:
         args = build_parser().parse_args(argv)
@@ -163,10 +174,9 @@ def _main(args: argparse.Namespace) -> int:
     from storage.urls import DatabaseUnavailable
 
     try:
+        run = command if key not in DRIVE_RUNS else _with_mcp_servers(command)
         code = asyncio.run(
-            _interruptible(
-                config, lambda repo: command(repo, config, args), read_only=key in READ_ONLY
-            )
+            _interruptible(config, lambda repo: run(repo, config, args), read_only=key in READ_ONLY)
         )
     except DatabaseUnavailable as exc:
         print(f"approval-bot: {exc}", file=sys.stderr)
@@ -179,6 +189,30 @@ def _main(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def _with_mcp_servers(command: Command) -> Command:
+    """A command that may run tools, with the ``[mcp_servers]`` connected while it runs: the
+    tools of those that answer are listed before its runner is built (a server that is down
+    is logged; its tools are missing here, so ``approvals decide`` leaves its calls to the
+    bot, as for any tool this process lacks)."""
+
+    async def run(repo: Any, config: Config, args: argparse.Namespace) -> int:
+        if not config.mcp_servers:
+            return await command(repo, config, args)
+        from bot.mcp_servers import McpServers
+
+        listed: list[Any] = []
+        servers = await McpServers.start(
+            config.mcp_servers, lambda _, tools: listed.extend(tools), policies=config.policies
+        )
+        config.tools.extend(listed)  # those listed later stay out: the runner is built now
+        try:
+            return await command(repo, config, args)
+        finally:
+            await servers.close()
+
+    return run
 
 
 def _prepare_models(config: Config) -> None:
@@ -195,7 +229,7 @@ def _prepare_models(config: Config) -> None:
 
 
 def _subcommand(args: argparse.Namespace) -> str:
-    return getattr(args, f"{args.command}_command", "") or ""
+    return getattr(args, f"{args.command.replace('-', '_')}_command", "") or ""
 
 
 async def _interruptible(

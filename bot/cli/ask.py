@@ -1,41 +1,19 @@
-"""``ask``: a request from the terminal, and the model it needs checked before it starts."""
+"""``ask``: a request from the terminal, and the model it needs checked before it starts
+(``bot.llm_setup.model_problem``, which ``serve`` checks at start-up too)."""
 
 from __future__ import annotations
 
 import argparse
 
 from bot.cli.common import worker_id
+from bot.cli.exits import EXIT_OK, EXIT_REFUSED
 from bot.cli.output import print_outcome
-from bot.cli.parser import EXIT_OK, EXIT_REFUSED
 from bot.config import Config
-from bot.runner import Request, Runner
+from bot.engine import Request, Runner
+from bot.llm_setup import DEMO_MODEL_ID, model_problem
 from storage.repository import Repository
 
-DEMO_MODEL_ID = "demo"  # playground.demo.DEMO_MODEL_ID, without importing the playground
-
-
-def model_problem(model_id: str) -> str | None:
-    """Why ``ask`` cannot reach the model, in one line, before a run is recorded: a missing
-    key used to surface as a failed run and a logged traceback."""
-    import llm
-
-    try:
-        model = llm.get_async_model(model_id)
-    except llm.UnknownModelError:
-        return (
-            f"unknown model {model_id!r}: install its llm plugin, or set model = "
-            f'"{DEMO_MODEL_ID}" to try the bot offline'
-        )
-    if getattr(model, "needs_key", None):
-        try:
-            model.get_key()
-        except llm.NeedsKeyException:
-            env = f" or set {model.key_env_var}" if getattr(model, "key_env_var", None) else ""
-            return (
-                f"the model {model_id!r} needs an API key: `llm keys set {model.needs_key}`"
-                f'{env} (or set model = "{DEMO_MODEL_ID}" to try the bot offline)'
-            )
-    return None
+__all__ = ["DEMO_MODEL_ID", "ask", "model_problem"]
 
 
 async def ask(repo: Repository, config: Config, args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.config import Config
-    from bot.runner import Runner
+    from bot.engine import Runner
     from storage.repository import Repository
 
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def worker_id() -> str:
     """Every runner of this process drives as one worker, so an interrupted command can
     release exactly the leases it holds."""
-    from bot.runner import default_worker_id
+    from bot.engine import default_worker_id
 
     return default_worker_id()
 
@@ -27,9 +27,9 @@ def slack_services(repo: Repository, runner: Runner, config: Config) -> Any:
     as if the button had been clicked, with the token of the run's workspace."""
     if not (os.environ.get("SLACK_BOT_TOKEN") or os.environ.get("SLACK_CLIENT_ID")):
         return None
-    from handlers.oauth import workspace_clients
-    from handlers.services import Services, SlackSettings
+    from handlers.app import build_services
+    from handlers.slack import SlackSettings, workspace_clients
 
     settings = SlackSettings.from_env(web_api_only=True)
     clients = workspace_clients(repo, settings)
-    return Services.create(repo, config, runner, clients.default, clients)
+    return build_services(repo, config, runner, clients.default, clients)

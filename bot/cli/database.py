@@ -6,8 +6,8 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from bot.cli.exits import EXIT_OK
 from bot.cli.output import safe_url
-from bot.cli.parser import EXIT_OK
 
 if TYPE_CHECKING:
     from bot.config import Config

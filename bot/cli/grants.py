@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
+from bot.cli.exits import complain
 from bot.cli.output import iso
 
 if TYPE_CHECKING:
@@ -40,9 +40,10 @@ def add_grants_commands(commands: Any, list_limit: Any, user_id: Any) -> argpars
     return grants
 
 
-def grant_state(grant: Grant, now: Any) -> str:
+def grant_state(grant: Grant, now: Any, names: dict[str, str] | None = None) -> str:
     if grant.revoked_at is not None:
-        return f"revoked by {grant.revoked_by} at {grant.revoked_at:%Y-%m-%d %H:%M:%S} UTC"
+        who = (names or {}).get(grant.revoked_by or "") or grant.revoked_by
+        return f"revoked by {who} at {grant.revoked_at:%Y-%m-%d %H:%M:%S} UTC"
     if grant.expires_at <= now:
         return f"expired at {grant.expires_at:%Y-%m-%d %H:%M:%S} UTC"
     return f"until {grant.expires_at:%Y-%m-%d %H:%M:%S} UTC"
@@ -81,31 +82,33 @@ async def grants_list(repo: Repository, config: Config, args: argparse.Namespace
     if not grants:
         print("No standing grants." if args.all else "No live standing grants.")
         return 0
+    # People by the names the bot stored (it never asks Slack from here), else by id.
+    names = await repo.names_of({g.grantor for g in grants} | {g.revoked_by or "" for g in grants})
     for grant in grants:
         scope = " (same arguments only)" if grant.payload_scope else ""
         print(
             f"{grant.id}  {grant.tool_name}{scope}  in {grant.channel}/{grant.thread_ts}  "
-            f"by {grant.grantor}  {grant_state(grant, now)}"
+            f"by {names.get(grant.grantor) or grant.grantor}  {grant_state(grant, now, names)}"
         )
     return 0
 
 
 async def grants_revoke(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     from bot.clock import utcnow
-    from bot.grants import revoke_refusal
+    from bot.policy import revoke_refusal
 
     grant = await repo.get_grant(args.grant_id)
     if grant is None:
-        print(f"refused (not_found): there is no grant {args.grant_id}", file=sys.stderr)
+        complain(args.grant_id, "there is no such grant")
         return 1
     if not args.force and (
         refusal := revoke_refusal(grant, args.actor, config.policies.get(grant.tool_name))
     ):
-        print(f"refused (not_allowed): {refusal} An operator may add --force.", file=sys.stderr)
+        complain(grant.id, f"{refusal} An operator may add --force.")
         return 1
     now = utcnow()
     if await repo.revoke_grant(grant.id, actor=args.actor, now=now, forced=args.force) is None:
-        print(f"refused (ended): grant {grant.id} is {grant_state(grant, now)}", file=sys.stderr)
+        complain(grant.id, f"the grant is {grant_state(grant, now)} already")
         return 1
     print(f"Revoked {grant.id}: {grant.tool_name} asks again in its thread.")
     return 0

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.clock import utcnow
 
 if TYPE_CHECKING:
-    from bot.runner import RunOutcome
+    from bot.engine import RunOutcome
     from storage.models import Approval, Run
 
 
@@ -49,7 +49,11 @@ def busy_advice(run: Run) -> str:
     )
 
 
-def approval_json(approval: Approval) -> dict[str, Any]:
+def approval_json(approval: Approval, names: dict[str, str] | None = None) -> dict[str, Any]:
+    """An approval (or question, or wait) for scripts; ``names``: people's names, by id."""
+    from bot.policy.what_ran import what_ran
+
+    names = names or {}
     return {
         "id": approval.id,
         "run_id": approval.run_id,
@@ -81,6 +85,13 @@ def approval_json(approval: Approval) -> dict[str, Any]:
         "edited_arguments": approval.edited_arguments,
         "edited_by": approval.edited_by,
         "edited_at": iso(approval.edited_at),
+        # What ran (the edit's arguments, once edited), who asked and edited, by name.
+        "ran_with": what_ran(approval),
+        "requester_name": names.get(approval.requester),
+        "edited_by_name": names.get(approval.edited_by or ""),
+        # A call a standing grant covered: which grant, until when (decided_by: its grantor).
+        "grant_id": getattr(approval, "grant_id", None),
+        "grant_until": iso(getattr(approval, "grant_until", None)),
     }
 
 
@@ -96,13 +107,13 @@ def rule_line(approval: Approval) -> str | None:
     return f"rule {approval.rule} applied: {approval.rule_when}"
 
 
-def quorum_progress(approval: Approval) -> str:
-    """``  1 of 2 approvals (U1)`` for an approval that needs several approvers, else ""."""
-    from bot.quorum import approvals_so_far, needs_quorum, progress
+def quorum_progress(approval: Approval, names: dict[str, str] | None = None) -> str:
+    """``  1 of 2 approvals (Bo Lee (@bo))`` for an approval that needs several, else ""."""
+    from bot.policy import approvals_so_far, needs_quorum, progress
 
     if not needs_quorum(approval):
         return ""
-    voters = ", ".join(approvals_so_far(approval))
+    voters = ", ".join((names or {}).get(v) or v for v in approvals_so_far(approval))
     return f"  {progress(approval)}" + (f" ({voters})" if voters else "")
 
 
@@ -124,7 +135,27 @@ def run_json(run: Run) -> dict[str, Any]:
 
 
 def iso(value: datetime | None) -> str | None:
-    return f"{value.isoformat()}Z" if value is not None else None
+    """ISO 8601 with its offset (``2026-12-01T10:00:00+00:00``) from the naive UTC the
+    database stores (bot.clock): every time in JSON output and exports is written so."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.isoformat()
+
+
+def iso_detail(detail: dict[str, Any] | None) -> dict[str, Any]:
+    """An audit event's detail with its times (``expires_at``, ``until`` …, stored as naive
+    UTC ISO text) given their offset, as every other time in the output."""
+    shown = dict(detail or {})
+    for key, value in shown.items():
+        if isinstance(value, str) and (key.endswith("_at") or key in ("until", "due")):
+            try:
+                parsed = datetime.fromisoformat(value)
+            except ValueError:
+                continue
+            shown[key] = iso(parsed)
+    return shown
 
 
 def short_args(arguments: dict[str, Any], limit: int = 80) -> str:

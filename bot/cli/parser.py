@@ -1,23 +1,23 @@
 """The arguments of ``approval-bot``: its commands, their flags and the global options.
 
-Standard library only at import (``bot.logs`` included), so ``--help`` and a usage error
+Standard library only at import (``bot.ops.logs`` included), so ``--help`` and a usage error
 answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from bot.cli.api_tokens import add_api_commands
 from bot.cli.audit import add_audit_commands
+from bot.cli.exits import EXIT_USAGE, shown
 from bot.cli.grants import add_grants_commands
+from bot.cli.run_holds import add_hold_commands
 from bot.cli.waits import add_waits_commands
-from bot.logs import LOG_FORMAT_ENV, LOG_FORMATS
-
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
-EXIT_INTERRUPTED = 130  # what shells report for a command stopped by Ctrl-C
-
+from bot.ops.logs import LOG_FORMAT_ENV, LOG_FORMATS, terminal_safe
 
 # Commands that need a subcommand, and where argparse puts it.
 COMMANDS_WITH_SUBCOMMANDS = {
@@ -28,6 +28,8 @@ COMMANDS_WITH_SUBCOMMANDS = {
     "grants": "grants_command",
     "config": "config_command",
     "audit": "audit_command",
+    "api-tokens": "api_tokens_command",
+    "webhooks": "webhooks_command",
 }
 
 
@@ -37,7 +39,18 @@ class _Parser(argparse.ArgumentParser):
     subcommand_parsers: dict[str, argparse.ArgumentParser]
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        """``approval-bot: --as: takes a Slack user id … (see approval-bot ask --help)``: the
+        command line's one error style (``approval-bot: <what>: <why>``)."""
+        if message.startswith("argument "):
+            message = message.removeprefix("argument ")
+        self.exit(EXIT_USAGE, f"approval-bot: {message} (see {self.prog} --help)\n")
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """Every message argparse prints (an error quoting what was typed, usage, help) is
+        terminal-safe: it is written before the command's own output is wrapped
+        (bot.cli.terminal), and a control character typed in an argument (ESC, U+202E)
+        reached the terminal raw."""
+        super()._print_message(terminal_safe(message) if message else message, file)
 
     def parse_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: Any = None
@@ -59,7 +72,7 @@ class _Parser(argparse.ArgumentParser):
 def tcp_port(text: str) -> int:
     """``--port``: a TCP port to listen on, checked before anything starts."""
     if not text.isdigit() or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+        raise argparse.ArgumentTypeError(f"{shown(text)!r} is not a TCP port (1-65535)")
     return int(text)
 
 
@@ -72,7 +85,7 @@ def bounded_text(table: str, column: str) -> Callable[[str], str]:
     def check(text: str) -> str:
         from storage.models import Base
 
-        limit = Base.metadata.tables[table].c[column].type.length
+        limit = getattr(Base.metadata.tables[table].c[column].type, "length", None) or 0
         if not text or len(text) > limit:
             raise argparse.ArgumentTypeError(f"must be 1 to {limit} characters long")
         return text
@@ -84,11 +97,28 @@ def list_limit(text: str) -> int:
     """``--limit``: a count the database can take (SQLite overflowed, PostgreSQL refused
     negatives, each with a traceback)."""
     if not text.isdigit() or not 0 < int(text) <= MAX_LIST_LIMIT:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 1 to {MAX_LIST_LIMIT}")
+        raise argparse.ArgumentTypeError(
+            f"{shown(text)!r} is not a number from 1 to {MAX_LIST_LIMIT}"
+        )
     return int(text)
 
 
-USER_ID = bounded_text("approvals", "decided_by")
+_STORED_USER_ID = bounded_text("approvals", "decided_by")
+_SLACK_USER_ID = re.compile(r"[UW][A-Z0-9]+")
+
+
+def slack_user_id(text: str) -> str:
+    """``--as``: a Slack user id (``U0123ABCD``), as every record keys people on. A name, a
+    handle or an email would be recorded as someone nobody is, so it is refused, saying what
+    it takes (Slack shows a member's id in their profile, under "Copy member ID")."""
+    if text and not _SLACK_USER_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f'takes a Slack user id such as U0123ABCD, not "{shown(text)}"'
+        )
+    return _STORED_USER_ID(text)
+
+
+USER_ID = slack_user_id
 CONVERSATION_KEY = bounded_text("runs", "conversation_key")
 MAX_LIST_LIMIT = 100_000
 
@@ -115,18 +145,27 @@ def build_parser() -> _Parser:
     )
     show_approval.add_argument("approval_id", metavar="ID")
     show_approval.add_argument("--json", action="store_true")
-    decide = approval_commands.add_parser("decide", help="approve or deny one approval")
+    decide = approval_commands.add_parser(
+        "decide", help="approve or deny one approval, or choose a failed call's recovery"
+    )
     decide.add_argument("approval_id", metavar="ID")
     verdict = decide.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", action="store_true", help="let the call run")
     verdict.add_argument("--deny", action="store_true", help="refuse it; the agent is told")
+    # A recovery (on_error = "ask": a call failed, or its outcome is unknown).
+    verdict.add_argument("--retry", action="store_true", help="a failed call: run it again")
+    verdict.add_argument("--skip", action="store_true", help="a failed call: skip it")
+    verdict.add_argument("--stop", action="store_true", help="a failed call: stop the run")
+    verdict.add_argument(
+        "--ran", action="store_true", help="an unknown outcome: it ran (--reason: a note)"
+    )
     decide.add_argument(
         "--as", dest="actor", type=USER_ID, required=True, metavar="USER", help="Slack user id"
     )
     decide.add_argument("--reason", default=None, help="why (the agent reads it)")
     approval_commands.add_parser("expire", help="expire overdue approvals now (the bot sweeps too)")
 
-    runs = commands.add_parser("runs", help="inspect runs")
+    runs = commands.add_parser("runs", help="inspect, pause, resume and cancel runs")
     run_commands = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     show = run_commands.add_parser("show", help="a run, its approvals and its audit trail")
     show.add_argument("run_id", metavar="ID")
@@ -142,6 +181,7 @@ def build_parser() -> _Parser:
         action="store_true",
         help="an operator cancels a run that is not theirs to cancel (recorded as forced)",
     )
+    add_hold_commands(run_commands, USER_ID, list_limit)
     run_commands.add_parser(
         "recover",
         help="what the sweeper does, once: expire overdue approvals, take over runs whose "
@@ -164,6 +204,7 @@ def build_parser() -> _Parser:
     waits = add_waits_commands(commands, list_limit)
     grants = add_grants_commands(commands, list_limit, USER_ID)
     audit = add_audit_commands(commands)
+    api_tokens, webhooks = add_api_commands(commands, list_limit)
     _add_slack_commands(commands)
     parser.subcommand_parsers = {
         "db": db,
@@ -173,6 +214,8 @@ def build_parser() -> _Parser:
         "grants": grants,
         "config": config,
         "audit": audit,
+        "api-tokens": api_tokens,
+        "webhooks": webhooks,
     }
     _global_options_everywhere(parser)
     return parser

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING
 
 from bot.cli.common import slack_services, worker_id
+from bot.cli.exits import EXIT_OK, EXIT_REFUSED, complain
 from bot.cli.output import (
     approval_json,
     iso,
+    iso_detail,
     print_outcome,
     quorum_progress,
     rule_line,
     run_json,
+    short_args,
 )
-from bot.cli.parser import EXIT_OK, EXIT_REFUSED
+from bot.cli.records import call_lines, names_for, noun
+from bot.cli.run_holds import hold_json, hold_line
+from bot.policy.what_ran import person, was_edited
+
+# Audit events of operators' holds whose reason ``runs show`` prints.
+HOLD_EVENTS = ("run_pause_requested", "run_stop_requested")
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -27,23 +34,28 @@ if TYPE_CHECKING:
 async def runs_show(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     run = await repo.get_run(args.run_id)
     if run is None:
-        print(f"no run {args.run_id}", file=sys.stderr)
+        complain(args.run_id, "there is no such run")
         return EXIT_REFUSED
     approvals = await repo.approvals_for_run(run.id)
     audit = await repo.audit_trail(run_id=run.id)
+    names = await names_for(repo, approvals, run.requester, *(e.actor for e in audit))
+    hold = await repo.hold_of(run.id)
     if args.json:
         print(
             json.dumps(
                 {
                     **run_json(run),
-                    "approvals": [approval_json(a) for a in approvals],
+                    "requester_name": names.get(run.requester),
+                    "approvals": [approval_json(a, names) for a in approvals],
+                    "hold": hold_json(hold),
                     "audit": [
                         {
                             "at": iso(e.at),
                             "event": e.event,
                             "actor": e.actor,
+                            "actor_name": names.get(e.actor or ""),
                             "approval_id": e.approval_id,
-                            "detail": e.detail,
+                            "detail": iso_detail(e.detail),
                         }
                         for e in audit
                     ],
@@ -52,64 +64,74 @@ async def runs_show(repo: Repository, config: Config, args: argparse.Namespace) 
             )
         )
         return EXIT_OK
-    print(f"run {run.id}: {run.status} (asked by {run.requester}, model {run.model_id})")
+    print(
+        f"run {run.id}: {run.status} (asked by {person(run.requester, names)}, "
+        f"model {run.model_id})"
+    )
     print(f"  conversation: {run.conversation_key}")
+    if hold is not None and run.status not in ("completed", "failed", "cancelled"):
+        print(f"  {hold_line(hold)}" + ("" if run.status == "paused" else " (not yet in effect)"))
     if run.answer:
         print(f"  answer: {run.answer}")
     if run.error:
         print(f"  error: {run.error}")
     for approval in approvals:
-        line = f"  {approval.kind} {approval.id}: {approval.tool_name} {approval.status}"
-        if approval.kind == "approval" and approval.decided_by:
-            # The name Slack gave when it was decided (the terminal renders no mentions).
-            line += f" by {approval.decided_by_name or approval.decided_by}"
+        line = f"  {noun(approval)} {approval.id}: {approval.tool_name} {approval.status}"
         if approval.kind != "approval" and approval.status == "pending":
-            from bot.decisions import describe_wait
+            from bot.policy import describe_wait
 
             line += f": {describe_wait(approval)}"  # what the run waits for, until when
-        print(line + quorum_progress(approval))
+        print(line + quorum_progress(approval, names))
+        if approval.arguments and not was_edited(approval):
+            print(f"    arguments: {short_args(approval.arguments)}")
+        for detail in call_lines(approval, names):
+            print(f"    {detail}")
         if rule := rule_line(approval):
             print(f"    {rule}")
     for event in audit:
-        print(f"  {event.at:%Y-%m-%d %H:%M:%S} {event.event} {event.actor or ''}".rstrip())
+        actor = person(event.actor, names) if event.actor else ""
+        line = f"  {event.at:%Y-%m-%d %H:%M:%S} {event.event} {actor}".rstrip()
+        if event.event in HOLD_EVENTS and (event.detail or {}).get("reason"):
+            line += f": {event.detail['reason']}"  # why an operator paused or stopped it
+        print(line)
     return EXIT_OK
 
 
 async def runs_cancel(repo: Repository, config: Config, args: argparse.Namespace) -> int:
-    from bot.runner import Runner
+    from bot.engine import Runner
 
     runner = Runner(repo, config, worker_id=worker_id())
     run = await repo.get_run(args.run_id)
-    if run is not None and run.status == "paused" and not args.force:
-        refusal = await cancel_refusal(repo, run, args.actor)
+    if run is not None and run.status in ("paused", "step") and not args.force:
+        refusal = await cancel_refusal(repo, run, args.actor, admins=config.admins)
         if refusal:
-            print(f"refused (not_allowed): {refusal}", file=sys.stderr)
+            complain(args.run_id, refusal)
             return EXIT_REFUSED
     forced = " (forced by an operator)" if args.force else ""
     reason = f"{args.reason} (by {args.actor}{forced})"
     if not await repo.cancel_run(args.run_id, reason=reason, actor=args.actor, now=runner.clock()):
         run = await repo.get_run(args.run_id)
         state = f"it is {run.status}" if run else "there is no such run"
-        print(
-            f"refused: only a run waiting for approvals can be cancelled; {state}", file=sys.stderr
-        )
+        complain(args.run_id, f"only a run waiting for approvals can be cancelled; {state}")
         return EXIT_REFUSED
     print(f"run {args.run_id}: cancelled")
     slack = slack_services(repo, runner, config)
     if slack:
-        from handlers.decisions import announce_cancelled
+        from handlers.flows import announce_cancelled
 
         await announce_cancelled(slack, args.run_id)
     return EXIT_OK
 
 
-async def cancel_refusal(repo: Repository, run: Run, actor: str) -> str | None:
+async def cancel_refusal(
+    repo: Repository, run: Run, actor: str, *, admins: list[str] | tuple[str, ...] = ()
+) -> str | None:
     """Why ``actor`` may not cancel ``run``, or None: the rule of deciding, so the requester
     or anyone who may decide one of its pending approvals (user groups are Slack's to
-    resolve; a member of an approving group uses ``--force``)."""
+    resolve; a member of an approving group uses ``--force``), and ``admins`` by id."""
     from bot.policy import refusal_reason
 
-    if actor == run.requester:
+    if actor == run.requester or actor in admins:
         return None
     for approval in await repo.approvals_for_run(run.id):
         if approval.status == "pending" and not refusal_reason(
@@ -127,8 +149,8 @@ async def cancel_refusal(repo: Repository, run: Run, actor: str) -> str | None:
 
 async def runs_recover(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     """One sweep, as every replica's sweeper makes: for when no bot is running."""
-    from bot.runner import Runner
-    from handlers.decisions import after_expiry, refresh_settled_cards, resume_and_publish
+    from bot.engine import Runner
+    from handlers.flows import after_expiry, refresh_settled_cards, resume_and_publish
 
     runner = Runner(repo, config, worker_id=worker_id())
     slack = slack_services(repo, runner, config)
@@ -156,12 +178,15 @@ async def runs_recover(repo: Repository, config: Config, args: argparse.Namespac
     stranded = await runner.claim_stranded_runs()
     for run_id in stranded:
         print(f"resumed run {run_id}: it was paused with nothing left to decide")
-        outcome = await (resume_and_publish(slack, run_id) if slack else runner.resume(run_id))
-        if outcome is not None:
-            print_outcome(outcome)
+        resumed = await (resume_and_publish(slack, run_id) if slack else runner.resume(run_id))
+        if resumed is not None:
+            print_outcome(resumed)
     cards = await slack.publisher.post_missing_cards() if slack else 0
     if cards:
         print(f"posted {cards} approval card(s) that no worker had posted")
-    if not (expiries or taken or stranded or cards):
+    answers = await slack.publisher.answers.post_due() if slack else 0
+    if answers:
+        print(f"posted {answers} run answer(s) that no worker had posted")
+    if not (expiries or taken or stranded or cards or answers):
         print("Nothing to recover: no approval is overdue and every run's worker is alive.")
     return EXIT_OK

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from bot.cli.common import slack_services, worker_id
+from bot.cli.exits import complain
 from bot.cli.output import iso, print_outcome
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def json_body(text: str) -> str:
 
 
 def wait_json(wait: Approval) -> dict[str, Any]:
-    from bot.decisions import describe_wait
+    from bot.policy import describe_wait
 
     return {
         "id": wait.id,
@@ -66,7 +66,7 @@ def wait_json(wait: Approval) -> dict[str, Any]:
 
 
 async def waits_list(repo: Repository, config: Config, args: argparse.Namespace) -> int:
-    from bot.decisions import describe_wait
+    from bot.policy import describe_wait
 
     waits = await repo.pending_waits(limit=args.limit)
     if args.json:
@@ -81,23 +81,23 @@ async def waits_list(repo: Repository, config: Config, args: argparse.Namespace)
 
 
 async def waits_complete(repo: Repository, config: Config, args: argparse.Namespace) -> int:
-    from bot.runner import Runner
-    from handlers.decisions import after_expiry, resume_and_publish
+    from bot.engine import Runner
+    from handlers.flows import after_expiry, resume_and_publish
 
     runner = Runner(repo, config, worker_id=worker_id())
     wait = await repo.get_approval(args.wait_id)
     if wait is None or wait.kind == "approval":
-        print(f"refused (not_found): there is no wait {args.wait_id}", file=sys.stderr)
+        complain(args.wait_id, "there is no such wait")
         return 1
     if wait.kind != "callback":
         how = "its answerers answer it in Slack" if wait.kind == "question" else "it runs by itself"
-        print(f"refused (not_a_callback): {wait.id} is a {wait.kind}: {how}", file=sys.stderr)
+        complain(wait.id, f"it is a {wait.kind}, not a wait for a callback: {how}")
         return 1
     slack = slack_services(repo, runner, config)
     outcome = await runner.complete_callback(approval_id=wait.id, body=args.body)
     if outcome.status != "completed":
         current = outcome.approval or wait
-        print(f"refused (gone): {wait.id} is {current.status}", file=sys.stderr)
+        complain(wait.id, f"it is {current.status} already")
         if outcome.expiry is not None and slack:
             await after_expiry(slack, outcome.expiry)
         elif outcome.expiry is not None and outcome.expiry.resume_claimed:

@@ -37,7 +37,8 @@ Where each part lives (one module per concern, one per Web API family, as slack_
 * :mod:`.webapi`: ``/api/{method}`` dispatch, recording and fault injection;
   :mod:`.auth`, :mod:`.chat`, :mod:`.conversations`, :mod:`.users`, :mod:`.usergroups` and
   :mod:`.views`: the Web API families; :mod:`.oauth`: workspaces, their tokens,
-  ``oauth.v2.access`` and uninstalls; :mod:`.home`: ``views.publish`` and the App Home.
+  ``oauth.v2.access`` and uninstalls; :mod:`.home`: ``views.publish`` and the App Home;
+  :mod:`.functions`: custom steps, ``function_executed`` and ``functions.complete*``.
 * :mod:`.response_urls`: response URLs; :mod:`.payloads`: what Slack sends the bot;
   :mod:`.delivery`: sending it signed over HTTP; :mod:`.socket_mode`: over Socket Mode.
 
@@ -46,6 +47,7 @@ modules are its inside.
 """
 
 from playground.slack_server.blocks import MAX_MESSAGE_BLOCKS, MAX_MESSAGE_TEXT, MAX_VIEW_BLOCKS
+from playground.slack_server.functions import FunctionExecution
 from playground.slack_server.records import (
     ACK_TIMEOUT_SECONDS,
     RESPONSE_URL_MAX_USES,
@@ -77,6 +79,7 @@ __all__ = [
     "ApiCall",
     "BotReply",
     "DeliveryOptions",
+    "FunctionExecution",
     "HeldAnswer",
     "Json",
     "Message",

@@ -27,7 +27,7 @@ ACK_TIMEOUT_SECONDS = 3.0
 VERIFICATION_TOKEN = "XXYYZZverificationtoken"  # deprecated by Slack, still sent in payloads
 SLACK_USER_AGENT = "Slackbot 1.0 (+https://api.slack.com/robots)"
 # Arguments slack_sdk JSON-encodes when it sends a form body (and we store structured).
-JSON_ARGS = frozenset({"blocks", "attachments", "view", "metadata"})
+JSON_ARGS = frozenset({"blocks", "attachments", "view", "metadata", "chunks", "outputs"})
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 # Called with the app's client id and secret, not a token.
 CLIENT_AUTH_METHODS = frozenset({"oauth.v2.access"})
@@ -83,6 +83,22 @@ class Message:
     # Buttons earlier versions showed ([block_id, element]): a person whose screen is not
     # up to date yet can still click one, and Slack delivers that click (see click_as_seen).
     former_buttons: list[list[Any]] = field(default_factory=list)
+    # Message metadata ({"event_type", "event_payload"}), as chat.postMessage/update set it.
+    metadata: Json | None = None
+    # A streamed message (chat.startStream): "streaming" until stopped, then "stopped"; its
+    # chunks in the order they came (playground.slack_server.streams).
+    stream_state: str | None = None
+    chunks: list[Json] = field(default_factory=list)
+
+    @property
+    def tasks(self) -> list[Json]:
+        """A streamed message's tasks as Slack shows them: each one's latest update, in the
+        order they first came."""
+        latest: dict[str, Json] = {}
+        for chunk in self.chunks:
+            if chunk.get("type") == "task_update":
+                latest[str(chunk["id"])] = chunk
+        return list(latest.values())
 
     @property
     def is_ephemeral(self) -> bool:
@@ -110,6 +126,8 @@ class Message:
             data["parent_user_id"] = self.parent_user_id
         if self.edited:
             data["edited"] = {"user": self.user, "ts": self.edited_ts}
+        if self.metadata is not None:
+            data["metadata"] = copy.deepcopy(self.metadata)
         return data
 
 
@@ -156,6 +174,7 @@ class BotReply:
     message: Message | None = None
     trigger_id: str | None = None
     response_url: str | None = None
+    execution_id: str | None = None  # a custom step's run (run_function)
 
     def json(self) -> Any:
         """The body decoded as JSON (bolt answers acks with a JSON body or nothing)."""
@@ -215,6 +234,8 @@ class _Injection:
     times: int
     error: str
     retry_after: int | None = None
+    # Only calls whose arguments match (None: every call of the method).
+    when: Callable[[Json], bool] | None = None
 
 
 @dataclass

@@ -22,11 +22,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from playground.slack_server.assistant import AssistantMixin
 from playground.slack_server.auth import AuthMixin
 from playground.slack_server.blocks import _rich_text_blocks
 from playground.slack_server.chat import ChatMixin
 from playground.slack_server.conversations import ConversationsMixin
 from playground.slack_server.delivery import DeliveryMixin
+from playground.slack_server.functions import FunctionsMixin
 from playground.slack_server.home import HomeMixin
 from playground.slack_server.oauth import OAuthMixin
 from playground.slack_server.payloads import PayloadsMixin
@@ -46,6 +48,7 @@ from playground.slack_server.records import (
 )
 from playground.slack_server.response_urls import ResponseUrlsMixin
 from playground.slack_server.socket_mode import SocketModeMixin
+from playground.slack_server.streams import StreamsMixin
 from playground.slack_server.usergroups import UsergroupsMixin
 from playground.slack_server.users import UsersMixin
 from playground.slack_server.views import ViewsMixin
@@ -53,10 +56,13 @@ from playground.slack_server.webapi import WebApiMixin
 
 
 class SlackServer(
+    FunctionsMixin,
     OAuthMixin,
     HomeMixin,
+    AssistantMixin,
     AuthMixin,
     ChatMixin,
+    StreamsMixin,
     ConversationsMixin,
     UsersMixin,
     UsergroupsMixin,
@@ -128,8 +134,12 @@ class SlackServer(
         self._holds: list[HeldAnswer] = []
         self._event_bodies: dict[str, bytes] = {}
         self._current_call: ApiCall | None = None  # the call a method handler answers
+        # Workspaces whose chat.startStream is refused, with the error (refuse_streaming).
+        self.streaming_refused: dict[str, str] = {}
         self._init_workspaces()
         self._init_home()
+        self._init_assistant()
+        self._init_functions()
         self._socket_tickets: set[str] = set()
         self._sockets: list[web.WebSocketResponse] = []
         self._socket_connected = asyncio.Event()
@@ -140,6 +150,9 @@ class SlackServer(
             "chat.update": self._api_chat_update,
             "chat.postEphemeral": self._api_chat_post_ephemeral,
             "chat.getPermalink": self._api_chat_get_permalink,
+            "chat.startStream": self._api_chat_start_stream,
+            "chat.appendStream": self._api_chat_append_stream,
+            "chat.stopStream": self._api_chat_stop_stream,
             "views.open": self._api_views_open,
             "views.update": self._api_views_update,
             "users.info": self._api_users_info,
@@ -149,6 +162,14 @@ class SlackServer(
             "apps.connections.open": self._api_apps_connections_open,
             "oauth.v2.access": self._api_oauth_v2_access,
             "views.publish": self._api_views_publish,
+            "assistant.threads.setStatus": self._api_assistant_threads_set_status,
+            "assistant.threads.setSuggestedPrompts": (
+                self._api_assistant_threads_set_suggested_prompts
+            ),
+            "assistant.threads.setTitle": self._api_assistant_threads_set_title,
+            "agents.sessions.setStatus": self._api_agents_sessions_set_status,
+            "functions.completeSuccess": self._api_functions_complete_success,
+            "functions.completeError": self._api_functions_complete_error,
         }
         # More routes on the same port (the playground's page); applied at start().
         self.route_hooks: list[Callable[[web.Application], None]] = []

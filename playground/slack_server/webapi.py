@@ -87,9 +87,18 @@ class WebApiMixin:
             _Injection(times=times, error="ratelimited", retry_after=retry_after)
         )
 
-    def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
-        """The next ``times`` calls of ``method`` answer ``{"ok": false, "error": error}``."""
-        self._injections.setdefault(method, []).append(_Injection(times=times, error=error))
+    def fail(
+        self,
+        method: str,
+        error: str = "internal_error",
+        times: int = 1,
+        when: Callable[[Json], bool] | None = None,
+    ) -> None:
+        """The next ``times`` calls of ``method`` (whose arguments match ``when``, if given)
+        answer ``{"ok": false, "error": error}``."""
+        self._injections.setdefault(method, []).append(
+            _Injection(times=times, error=error, when=when)
+        )
 
     def unreachable(self, method: str, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` have their connection dropped unanswered, as
@@ -113,11 +122,13 @@ class WebApiMixin:
                 return held
         return None
 
-    def _take_injection(self, method: str) -> _Injection | None:
+    def _take_injection(self, method: str, args: Json) -> _Injection | None:
         queue = self._injections.get(method)
         if not queue:
             return None
         injection = queue[0]
+        if injection.when is not None and not injection.when(args):
+            return None
         injection.times -= 1
         if injection.times <= 0:
             queue.pop(0)
@@ -161,7 +172,7 @@ class WebApiMixin:
             self._check_token(call, token)
             if parse_error is not None:
                 raise parse_error
-            injection = self._take_injection(call.method)
+            injection = self._take_injection(call.method, call.args)
             if injection is not None and injection.retry_after is not None:
                 headers = {"Retry-After": str(injection.retry_after)}
                 return 429, {"ok": False, "error": "ratelimited"}, headers

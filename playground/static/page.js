@@ -479,6 +479,25 @@
         ? h("textarea", { ...common, rows: 4 })
         : h("input", { ...common, type: "text" });
       if (element.initial_value) field.value = element.initial_value;
+    } else if (element.type === "static_select") {
+      // A menu in a form (an enum of the edit form): its choice is sent as selected_option.
+      field = h(
+        "select",
+        {
+          id,
+          className: "select",
+          name: block.block_id,
+          "data-block-id": block.block_id,
+          "data-action-id": element.action_id,
+          "data-element-type": "static_select",
+          required: !block.optional,
+        },
+        h("option", { value: "" }, element.placeholder ? plain(element.placeholder) : "Choose"),
+        ...(element.options || []).map((option) =>
+          h("option", { value: option.value }, plain(option.text)),
+        ),
+      );
+      field.value = element.initial_option ? element.initial_option.value : "";
     } else {
       field = h("div", { className: "unsupported-element" }, `(${element.type}: not supported)`);
     }
@@ -558,14 +577,55 @@
     return blocks.length > 0 && blocks.every((block) => block.type === "rich_text");
   }
 
+  const TASK_ICONS = { pending: "○", in_progress: "◐", complete: "✓", error: "✕" };
+
+  /** A streamed answer (chat.startStream): its blocks (Pause, Stop), a task per tool call
+   *  with its status, the text streamed so far, and a cursor while it still streams. */
+  function renderStream(message, where) {
+    const blocks = message.blocks || [];
+    const tasks = message.tasks || [];
+    return h(
+      "div",
+      { className: "stream", "data-testid": "stream", "data-stream": message.stream },
+      blocks.length ? renderBlocks(blocks, where) : null,
+      tasks.length
+        ? h(
+            "ul",
+            { className: "stream-tasks", "data-testid": "stream-tasks" },
+            tasks.map((task) =>
+              h(
+                "li",
+                {
+                  className: `stream-task task-${task.status}`,
+                  "data-testid": "stream-task",
+                  "data-status": task.status,
+                },
+                h("span", { className: "task-icon", "aria-hidden": "true" }, TASK_ICONS[task.status] || "·"),
+                h("span", { className: "task-title" }, task.title),
+                task.output ? h("span", { className: "task-output" }, " — ", mrkdwn(task.output)) : null,
+                task.details && task.status === "in_progress"
+                  ? h("span", { className: "task-output", "data-testid": "task-details" }, " — ", task.details)
+                  : null,
+              ),
+            ),
+          )
+        : null,
+      h("div", { className: "stream-text", "data-testid": "stream-text" }, mrkdwn(message.text || "")),
+      message.stream === "streaming"
+        ? h("span", { className: "stream-cursor", "data-testid": "stream-cursor", "aria-label": "still writing" }, "▍")
+        : null,
+    );
+  }
+
   function renderMessage(message, isReply) {
     const classes = ["message"];
     if (message.bot) classes.push("from-bot");
     if (message.ephemeral) classes.push("ephemeral");
-    const where = { channel: CONFIG.channel.id, ts: message.ts };
+    const where = { channel: message.channel || CONFIG.channel.id, ts: message.ts };
     const blocks = message.blocks || [];
-    const content =
-      blocks.length && !onlyRichText(blocks)
+    const content = message.stream
+      ? renderStream(message, where)
+      : blocks.length && !onlyRichText(blocks)
         ? renderBlocks(blocks, where)
         : mrkdwn(message.text);
     const meta = h(
@@ -778,29 +838,281 @@
     if (!empty.hidden && empty.parentNode !== list) list.append(empty);
     if (replyTo && !conversations.has(replyTo)) stopReply();
     renderModal(state.modal);
+    renderHome(state.home);
+    renderDms(state.dms);
+    renderPane(state.pane);
+    renderWorkflow(state.workflow);
     renderSwitchTip(state);
     lastState = state;
     if (firstRender || nearBottom) list.scrollTop = list.scrollHeight;
   }
 
-  /** "You can't approve this: switch to bo", when a card waits and you may not decide it. */
+  /** "You can't approve this: switch to cy", when a card waits that you may not decide: names
+   * someone who still can (the server reads who from the bot's pending approvals: in a
+   * quorum an approver who has not voted, when an approver asked the other approver). */
   function renderSwitchTip(state) {
-    const waiting = state.messages.some((top) =>
-      [top, ...(top.replies || [])].some(
-        (m) => !m.ephemeral && JSON.stringify(m.blocks || []).includes('"approval_approve"'),
-      ),
-    );
-    const approver = CONFIG.people.find((p) => p.role === "approver" && p.id !== me);
-    const show = waiting && roles[me] !== "approver" && approver;
+    let found = null;
+    for (const card of state.waiting || []) {
+      if (card.may_act.includes(me)) continue;
+      const other = card.may_act.find((id) => id !== me && names[id]);
+      if (other) {
+        found = { card, other };
+        break;
+      }
+    }
+    const show = Boolean(found) && view === "channel";
     switchTip.hidden = !show;
     if (!show) return;
-    const why = roles[me] === "requester" ? "you asked, so you cannot approve" : "you are not an approver";
+    const { card, other } = found;
+    let why = "you are not one of its approvers";
+    if (card.requester === me) why = "you asked for it, so you cannot approve it";
+    else if (card.approved_by.includes(me)) why = "you approved it already; it needs another approval";
     $(".switch-tip-text", switchTip).textContent =
-      `A call waits for a decision: ${why}. To decide it, switch to ${approver.name}.`;
+      `${card.tool} waits for a decision: ${why}. To decide it, switch to ${names[other]}.`;
     const button = $('[data-testid="switch-tip-button"]', switchTip);
-    button.textContent = `Switch to ${approver.name}`;
-    button.onclick = () => switchTo(approver.id);
+    button.textContent = `Switch to ${names[other]}`;
+    button.onclick = () => switchTo(other);
   }
+
+  // -- the App Home ---------------------------------------------------------------------------
+
+  const homeTab = $('[data-testid="home"]');
+  const homeBlocks = $('[data-testid="home-blocks"]');
+  const channelTitle = $(".channel-header h1");
+  const channelTitleNodes = [...channelTitle.childNodes];
+  // The view shown beside the channel: the App Home or the Workflow panel (?tab=…).
+  const TABS = ["home", "workflow"];
+  const wantedTab = new URL(window.location.href).searchParams.get("tab");
+  let view = TABS.includes(wantedTab) ? wantedTab : "channel";
+  let homeSig = null;
+
+  /** The Home the bot published for you, rendered like a message's blocks; its buttons are
+   * clicks on a view (POST /playground/home/click). */
+  function renderHome(home) {
+    const sig = home ? JSON.stringify(home) : "";
+    if (sig === homeSig) return;
+    homeSig = sig;
+    homeBlocks.replaceChildren(
+      home
+        ? renderBlocks(home.blocks, { home: true })
+        : h("p", { className: "home-loading", "data-testid": "home-loading" }, "Opening your Home…"),
+    );
+  }
+
+  const dmList = $('[data-testid="dms"]');
+  let dmSig = null;
+
+  /** The app's Messages tab: the DMs the bot sent you (card copies, reminders). */
+  function renderDms(dms) {
+    const sig = JSON.stringify(dms || []);
+    if (sig === dmSig) return;
+    dmSig = sig;
+    dmList.replaceChildren(
+      ...(dms && dms.length
+        ? dms.map((message) => renderMessage(message, true))
+        : [h("p", { className: "home-loading", "data-testid": "dms-empty" }, "No messages from the app yet.")]),
+    );
+  }
+
+  /** The agent pane (the Messages tab): the bot's suggested prompts and its status line. */
+  let paneSig = null;
+  function renderPane(pane) {
+    const sig = JSON.stringify(pane || null);
+    if (sig === paneSig) return;
+    paneSig = sig;
+    const statusLine = $('[data-testid="pane-status"]');
+    const statuses = (pane && pane.statuses) || [];
+    statusLine.hidden = !statuses.length;
+    statusLine.textContent = statuses.map((s) => s.status).join(" · ");
+    const prompts = (pane && pane.prompts) || null;
+    $('[data-testid="pane-prompts"]').replaceChildren(
+      ...(prompts
+        ? [
+            h("span", { className: "pane-prompts-title" }, prompts.title || ""),
+            ...prompts.prompts.map((prompt) =>
+              h(
+                "button",
+                {
+                  type: "button",
+                  className: "pane-prompt",
+                  "data-testid": "pane-prompt",
+                  onclick: () => sendToPane(prompt.message),
+                },
+                prompt.title,
+              ),
+            ),
+          ]
+        : []),
+    );
+  }
+
+  async function sendToPane(text) {
+    const result = await post("/playground/pane/message", { user: me, text });
+    poll();
+    return result;
+  }
+
+  $('[data-testid="pane-form"]').addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const input = $('[data-testid="pane-input"]');
+    const text = input.value.trim();
+    if (!text) return;
+    const result = await sendToPane(text);
+    if (result.ok) input.value = "";
+  });
+
+  function showHomePane(pane) {
+    for (const [testid, name] of [["home-tab-home", "home"], ["home-tab-messages", "messages"]]) {
+      const button = $(`[data-testid="${testid}"]`);
+      button.classList.toggle("active", pane === name);
+      button.setAttribute("aria-selected", pane === name ? "true" : "false");
+    }
+    $('[data-testid="home-pane"]').hidden = pane !== "home";
+    $('[data-testid="dm-pane"]').hidden = pane !== "messages";
+  }
+  $('[data-testid="home-tab-home"]').addEventListener("click", () => showHomePane("home"));
+  $('[data-testid="home-tab-messages"]').addEventListener("click", async () => {
+    showHomePane("messages");
+    // Slack sends app_home_opened (tab "messages") each time; the bot sets its prompts.
+    await post("/playground/pane/open", { user: me });
+    poll();
+  });
+
+  function showView(wanted) {
+    view = wanted;
+    const home = view === "home";
+    const workflow = view === "workflow";
+    document.body.classList.toggle("on-home", home);
+    document.body.classList.toggle("on-workflow", workflow);
+    homeTab.hidden = !home;
+    workflowTab.hidden = !workflow;
+    $('[data-testid="open-home"]').classList.toggle("active", home);
+    $('[data-testid="open-workflow"]').classList.toggle("active", workflow);
+    $('[data-testid="open-channel"]').classList.toggle("active", view === "channel");
+    let title = channelTitleNodes;
+    if (home) title = [`${CONFIG.bot.name} · Home`];
+    if (workflow) title = ["Workflow · Request approval"];
+    channelTitle.replaceChildren(...title);
+    const url = new URL(window.location.href);
+    if (view !== "channel") url.searchParams.set("tab", view);
+    else url.searchParams.delete("tab");
+    window.history.replaceState(null, "", url);
+    document.body.classList.remove("sidebar-open");
+    if (home) openHome();
+    else if (workflow) poll();
+    if (lastState) renderSwitchTip(lastState);
+  }
+
+  async function openHome() {
+    // Slack sends app_home_opened each time the tab is opened; the bot publishes the Home.
+    await post("/playground/home/open", { user: me });
+    poll();
+  }
+
+  $('[data-testid="open-home"]').addEventListener("click", (event) => {
+    event.preventDefault();
+    event.stopPropagation();
+    showView("home");
+  });
+  $('[data-testid="open-channel"]').addEventListener("click", (event) => {
+    event.preventDefault();
+    event.stopPropagation();
+    showView("channel");
+  });
+  $('[data-testid="open-workflow"]').addEventListener("click", (event) => {
+    event.preventDefault();
+    event.stopPropagation();
+    showView("workflow");
+  });
+
+  // -- the Workflow panel ---------------------------------------------------------------------
+
+  const workflowTab = $('[data-testid="workflow"]');
+  const workflowForm = $('[data-testid="workflow-form"]');
+  const workflowRuns = $('[data-testid="workflow-runs"]');
+  const workflowApprovers = $('[data-testid="workflow-approvers"]');
+  let workflowSig = null;
+
+  /** The approvers to pick: the page's people but you (you run it: you cannot approve it). */
+  function renderWorkflowApprovers() {
+    workflowApprovers.replaceChildren(
+      ...CONFIG.people
+        .filter((person) => person.id !== me)
+        .map((person) =>
+          h(
+            "label",
+            { className: "workflow-approver" },
+            h("input", {
+              type: "checkbox",
+              value: person.id,
+              "data-testid": "workflow-approver",
+              "aria-label": person.name,
+            }),
+            ` ${person.name} `,
+            h("span", { className: "role" }, person.role),
+          ),
+        ),
+    );
+  }
+
+  /** The step's runs, newest first, each with its completion as the stand-in recorded it
+   * (functions.completeSuccess with the outputs, or functions.completeError). */
+  function renderWorkflow(workflow) {
+    const sig = JSON.stringify(workflow || null);
+    if (sig === workflowSig) return;
+    workflowSig = sig;
+    const available = Boolean(workflow && workflow.available);
+    const unavailable = $('[data-testid="workflow-unavailable"]');
+    unavailable.hidden = available;
+    unavailable.textContent = available
+      ? ""
+      : `No workflow to run here: ${(workflow && workflow.why) || "the page has no step"}.`;
+    workflowForm.hidden = !available;
+    const runs = (workflow && workflow.runs) || [];
+    workflowRuns.replaceChildren(
+      ...(runs.length
+        ? runs.map(renderWorkflowRun)
+        : [h("li", { className: "home-loading", "data-testid": "workflow-no-runs" }, "No runs yet.")]),
+    );
+  }
+
+  function renderWorkflowRun(run) {
+    const about = [`asked by ${run.requester}`, `approvers ${run.approvers.join(", ")}`, run.channel];
+    if (run.timeout) about.push(`timeout ${run.timeout}`);
+    return h(
+      "li",
+      { className: `workflow-run ${run.state}`, "data-testid": "workflow-run", "data-state": run.state },
+      h("div", { className: "workflow-run-head" }, h("b", {}, run.title), ` · ${about.join(" · ")}`),
+      run.details ? h("div", { className: "workflow-run-details" }, run.details) : null,
+      h(
+        "div",
+        { className: "workflow-run-completion", "data-testid": "workflow-completion" },
+        run.method ? h("code", {}, run.method) : null,
+        run.method ? " " : null,
+        run.completion,
+      ),
+    );
+  }
+
+  workflowForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const button = $('[data-testid="workflow-submit"]');
+    button.disabled = true;
+    try {
+      const result = await post("/playground/workflow/run", {
+        user: me,
+        title: $('[data-testid="workflow-title"]').value,
+        details: $('[data-testid="workflow-details"]').value,
+        approvers: [...workflowApprovers.querySelectorAll("input:checked")].map((i) => i.value),
+        channel: $('[data-testid="workflow-channel"]').value,
+        timeout: $('[data-testid="workflow-timeout"]').value,
+      });
+      if (result.ok) workflowForm.reset();
+    } finally {
+      button.disabled = false;
+      poll();
+    }
+  });
 
   // -- polling ------------------------------------------------------------------------------
 
@@ -900,7 +1212,12 @@
     lastState = null;
     stopReply();
     hideError();
-    poll();
+    homeSig = null;
+    dmSig = null;
+    workflowSig = null;
+    renderWorkflowApprovers();
+    if (view === "home") openHome();
+    else poll();
   }
 
   identity.addEventListener("change", () => becomes(identity.value));
@@ -926,7 +1243,9 @@
     });
   }
 
-  for (const button of document.querySelectorAll('[data-testid="example"]')) {
+  for (const button of document.querySelectorAll(
+    '[data-testid="example"], [data-testid="empty-example"]',
+  )) {
     button.addEventListener("click", () => {
       composer.value = button.dataset.text;
       fitComposer();
@@ -1097,20 +1416,28 @@
     }
     button.disabled = true;
     button.classList.add("busy");
-    await post("/playground/click", {
-      user: me,
-      channel: where.channel,
-      ts: where.ts,
-      action_id: element.action_id,
-      value: element.value ?? null,
-    });
+    if (where.home) {
+      await post("/playground/home/click", {
+        user: me,
+        action_id: element.action_id,
+        value: element.value ?? null,
+      });
+    } else {
+      await post("/playground/click", {
+        user: me,
+        channel: where.channel,
+        ts: where.ts,
+        action_id: element.action_id,
+        value: element.value ?? null,
+      });
+    }
     button.disabled = false;
     button.classList.remove("busy");
     poll();
   }
 
   async function onSelect(element, where, select) {
-    if (where.modal) {
+    if (where.modal || where.home) {
       showError("Menus inside dialogs are not supported by the playground.");
       return;
     }
@@ -1220,7 +1547,7 @@
 
   function saveDraft(modal, form) {
     const values = {};
-    for (const field of form.querySelectorAll("textarea[data-block-id], input[data-block-id]")) {
+    for (const field of form.querySelectorAll("textarea[data-block-id], input[data-block-id], select[data-block-id]")) {
       values[field.getAttribute("data-block-id")] = field.value;
     }
     sessionStorage.setItem(draftKey(modal), JSON.stringify(values));
@@ -1233,7 +1560,7 @@
     } catch (error) {
       values = {};
     }
-    for (const field of form.querySelectorAll("textarea[data-block-id], input[data-block-id]")) {
+    for (const field of form.querySelectorAll("textarea[data-block-id], input[data-block-id], select[data-block-id]")) {
       const value = values[field.getAttribute("data-block-id")];
       if (typeof value === "string") field.value = value;
     }
@@ -1266,6 +1593,18 @@
       if (value && value.length < minLength) {
         showInputError(form, blockId, `Please write at least ${minLength} characters.`);
         missing = true;
+      }
+      if (field.getAttribute("data-element-type") === "static_select") {
+        const chosen = [...field.options].find((option) => option.value === value);
+        values[blockId] = {
+          [actionId]: {
+            type: "static_select",
+            selected_option: value
+              ? { text: { type: "plain_text", text: chosen.textContent }, value }
+              : null,
+          },
+        };
+        continue;
       }
       values[blockId] = {
         [actionId]: { type: "plain_text_input", value: value === "" ? null : value },
@@ -1304,5 +1643,7 @@
   markCurrentPerson();
   stopReply();
   fitComposer();
-  poll();
+  renderWorkflowApprovers();
+  if (view !== "channel") showView(view);
+  else poll();
 })();

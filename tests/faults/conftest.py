@@ -10,7 +10,7 @@ import pytest
 
 from playground.slack_server import SlackServer
 from tests.faults.harness import Deployment
-from tests.serve_process import SECRET
+from tests.support.serve_process import SECRET
 
 
 @pytest.fixture

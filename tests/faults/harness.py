@@ -3,7 +3,7 @@
 A :class:`Deployment` is what a team runs: Slack (our Slack-compatible server, in the test
 process, recording every Web API call and signing every request it sends), one database, and
 bot processes started from the same configuration. Any of them can be started with a crash
-window armed (``APPROVAL_BOT_FAILPOINT``, see ``bot/failpoints.py``), killed with any signal,
+window armed (``APPROVAL_BOT_FAILPOINT``, see ``bot/ops/failpoints.py``), killed with any signal,
 and started again; Slack keeps its channel across all of it, as the real one does.
 
 The model is llm-echo (a JSON prompt makes it call the tools it names; later turns echo the
@@ -26,11 +26,10 @@ from typing import Any, TypeVar
 
 from bot.config import parse_duration
 from playground.slack_server import Message, SlackServer
-from storage.db import Mode
 from storage.models import Approval
-from storage.repository import Repository
+from storage.repository import Mode, Repository
 from tests.faults.tools import LOG_ENV, PIPELINE_ENV, SLOW_ENV
-from tests.serve_process import ROOT, SECRET, ServedBot, free_port, wait_healthy
+from tests.support.serve_process import ROOT, SECRET, ServedBot, free_port, wait_healthy
 
 T = TypeVar("T")
 
@@ -43,20 +42,28 @@ CONFIG = """
 model = "echo"
 tools = [
     "tests.faults.tools:get_status",
+    "tests.faults.tools:slow_status",
     "tests.faults.tools:restart_service",
     "tests.faults.tools:slow_restart",
     "tests.faults.tools:scale_service",
     "tests.faults.tools:start_deploy",
     "tests.faults.tools:slow_deploy",
     "tests.faults.tools:flaky_api",
+    "tests.faults.tools:migrate_tenants",
+    "tests.faults.tools:broken_once",
 ]
 run_lease = "{run_lease}"
 sweep_interval = "{sweep_interval}"
+streaming = "{streaming}"
+{extra}
 
 [policies.restart_service]
 approvers = ["U0APPROVER1", "U0APPROVER2"]
 
 [policies.slow_restart]
+approvers = ["U0APPROVER1", "U0APPROVER2"]
+
+[policies.migrate_tenants]
 approvers = ["U0APPROVER1", "U0APPROVER2"]
 
 [policies.scale_service]
@@ -122,14 +129,27 @@ class Deployment:
         run_lease: str = "2s",
         sweep_interval: str = "1s",
         slow_tool_seconds: float = 60.0,
+        bot_database_url: str | None = None,
+        extra_config: str = "",
+        streaming: str = "off",
     ) -> None:
         self.slack = slack
         self.database_url = database_url
+        # Where the bots reach the database (a proxy the test can cut), if not directly.
+        self.bot_database_url = bot_database_url or database_url
         self.workdir = workdir
         self.tool_log = workdir / "tool-executions.log"
         self.pipeline = workdir / "callback-urls.txt"
         self.config = workdir / "fault-bot.toml"
-        self.config.write_text(CONFIG.format(run_lease=run_lease, sweep_interval=sweep_interval))
+        # ``extra_config``: top-level keys of a test's own (on_error = "ask").
+        self.config.write_text(
+            CONFIG.format(
+                run_lease=run_lease,
+                sweep_interval=sweep_interval,
+                extra=extra_config,
+                streaming=streaming,  # "off": the older tests assert the progress message
+            )
+        )
         self.slow_tool_seconds = slow_tool_seconds
         self.sweep_seconds = parse_duration(sweep_interval, "sweep_interval").total_seconds()
         self.replicas: list[Replica] = []
@@ -150,7 +170,7 @@ class Deployment:
             "SLACK_BOT_TOKEN": self.slack.bot_token,
             "SLACK_SIGNING_SECRET": SECRET,
             "SLACK_API_URL": self.slack.api_url,
-            "DATABASE_URL": self.database_url,
+            "DATABASE_URL": self.bot_database_url,
             "LLM_USER_PATH": str(self.workdir / "llm"),
             "LLM_LOAD_PLUGINS": "llm-echo",
             "PYTHONPATH": str(ROOT),

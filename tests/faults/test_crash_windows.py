@@ -1,6 +1,6 @@
 """SIGKILL in every crash window of a real ``approval-bot serve``, then a restart.
 
-Each test arms one window (``bot/failpoints.py``): the process kills itself there, exactly as
+Each test arms one window (``bot/ops/failpoints.py``): the process kills itself there, exactly as
 ``kill -9`` or a power cut would, and a fresh process is started on the same database and
 the same Slack. Then: nothing lost (the request is answered, the card is posted), nothing run
 twice (the tools' own durable log counts real executions), and the thread and the card tell
@@ -15,12 +15,16 @@ from __future__ import annotations
 import aiohttp
 
 from tests.faults.harness import (
+    APPROVER,
     CHANNEL,
     REQUESTER,
     Deployment,
+    approval_id_of,
     approve,
     assert_settled,
+    card_outcome,
     eventually,
+    has_buttons,
     quiet_sweeps,
     request,
 )
@@ -39,6 +43,41 @@ async def test_kill_after_the_pause_is_stored_card_is_posted_after_restart(
 
     await deployment.start()
     approval_id = await approve(deployment, asked.ts)  # the card outbox posted it
+
+    await assert_settled(
+        deployment,
+        asked.ts,
+        approval_id,
+        status="executed",
+        answer="restarted web",
+        card_says="ran",
+    )
+    assert deployment.executions("restart_service", "web") == 1
+
+
+async def test_kill_after_a_click_is_acknowledged_card_does_not_look_decided(
+    deployment: Deployment,
+) -> None:
+    """Slack got its 200 for the Approve, then the process died before the decision was
+    stored: the card keeps its buttons and no outcome, nobody is told anything was decided,
+    and the approver's next click (on a restarted bot) decides it, once."""
+    bot = await deployment.start(failpoint="click_acknowledged")
+    asked = await deployment.mention(RESTART_WEB)
+    card = await deployment.card(asked.ts)
+    approval_id = approval_id_of(card)
+    reply = await deployment.slack.click(APPROVER, card, "approval_approve")
+    assert reply.status == 200, (reply.status, reply.body)  # acknowledged
+    await deployment.crashed_at(bot, "click_acknowledged")
+
+    assert has_buttons(card) and card_outcome(card) == "", "the card looks decided"
+    assert len(deployment.cards(asked.ts)) == 1
+    assert deployment.slack.ephemerals_for(APPROVER) == [], "the approver was told something"
+    assert (await deployment.approval(approval_id)).status == "pending"
+
+    await deployment.start()
+    await quiet_sweeps(deployment)
+    assert has_buttons(card), "the restarted bot decided a click it never stored"
+    assert await approve(deployment, asked.ts) == approval_id  # they click again
 
     await assert_settled(
         deployment,

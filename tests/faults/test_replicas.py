@@ -60,7 +60,7 @@ async def test_two_replicas_run_every_approved_call_exactly_once(replicas: Deplo
     first, second = await deployment.start(), await deployment.start()
     # Every delivery must be acknowledged, however long a busy machine makes that take: an
     # unanswered one would be redelivered, which is not what this test is about. (Answering
-    # within Slack's 3 s is tests/test_slack_acks.py's.)
+    # within Slack's 3 s is tests/handlers/test_slack_acks.py's.)
     slack.ack_timeout = 30.0
     urls = [first.events_url, second.events_url]
     acks: list[BotReply | BaseException] = []

@@ -12,12 +12,14 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 
-from bot.pauses import RetryAt, WaitForCallback, callback_url
+from bot.pauses import RetryAt, WaitForCallback, callback_url, checkpoint, last_checkpoint, progress
 
 LOG_ENV = "FAULT_TOOL_LOG"
 # Where start_deploy hands its callback URL to "the pipeline" (the test reads it there).
 PIPELINE_ENV = "FAULT_PIPELINE_FILE"
 SLOW_ENV = "FAULT_SLOW_TOOL_SECONDS"
+# How long migrate_tenants takes per item (long enough to be killed in the middle).
+ITEM_ENV = "FAULT_ITEM_SECONDS"
 
 
 def record(event: str, tool: str, service: str) -> None:
@@ -35,6 +37,13 @@ def get_status(service: str) -> str:
     """Read the status of a service."""
     record("ran", "get_status", service)
     return f"{service} is healthy"
+
+
+def slow_status(service: str) -> str:
+    """Read the status of a service, slowly (the time a process may be killed meanwhile)."""
+    record("ran", "slow_status", service)
+    time.sleep(float(os.environ.get(SLOW_ENV, "60")))
+    return f"{service} is healthy after a while"
 
 
 def restart_service(service: str) -> str:
@@ -92,4 +101,33 @@ def flaky_api(service: str) -> str:
     record("ran", "flaky_api", service)
     if attempts == 0:
         raise RetryAt(datetime.now(UTC) + timedelta(seconds=1), "rate limited")
+    return f"{service} answered on attempt {attempts + 1}"
+
+
+def migrate_tenants(count: int) -> str:
+    """Migrate tenants one by one; a checkpoint after each, so a restart carries on.
+
+    Logs ``processed`` with the item (as the service) once the item is done, then stores the
+    checkpoint: an item logged but not checkpointed when the process died may be done again
+    (the contract), none before it may.
+    """
+    state = last_checkpoint()
+    start = state["next"] if state else 0
+    record("resumed" if state else "first", "migrate_tenants", str(start))
+    for item in range(start, count):
+        time.sleep(float(os.environ.get(ITEM_ENV, "0.05")))
+        record("processed", "migrate_tenants", str(item))
+        checkpoint({"next": item + 1})
+        progress(item + 1, count, f"tenant-{item}")
+    return f"migrated {count} tenants"
+
+
+def broken_once(service: str) -> str:
+    """Call a service that is down the first time it is called (a recovery's Retry works)."""
+    with open(os.environ[LOG_ENV]) as log:
+        events = [json.loads(line) for line in log if line.strip()]
+    attempts = sum(1 for e in events if e["tool"] == "broken_once" and e["service"] == service)
+    record("ran", "broken_once", service)
+    if attempts == 0:
+        raise ConnectionError(f"{service} is down")
     return f"{service} answered on attempt {attempts + 1}"

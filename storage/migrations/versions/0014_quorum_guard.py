@@ -10,7 +10,7 @@ trips; the previous release's click fails with an error instead, and the approva
 pending for this release's replicas. A trigger changes no table: safe for a rolling deploy.
 
 On SQLite, a later migration that recreates ``approvals`` (batch mode "move and copy")
-drops the trigger: recreate it there (tests/test_quorum_guard.py checks it at head).
+drops the trigger: recreate it there (tests/storage/test_quorum_guard.py checks it at head).
 
 Revision ID: 0014_quorum_guard
 Revises: 0013_edits

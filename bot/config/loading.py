@@ -1,0 +1,408 @@
+"""Loading the configuration: one TOML file, every key optional, secrets only from the environment.
+
+The file is read and checked completely at start-up (bad TOML, unknown keys, bad durations,
+rule conditions that are not valid CEL, tool references that do not import) so that a broken
+file fails with one message naming every problem by its key, never later in the middle of a
+run. The keys, their types and checks are the typed models of ``bot.config.models``; this
+module turns a checked file into the ``Config`` the rest of the bot reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from bot.config.fields import check_public_url as _check_public_url
+from bot.config.fields import duration_problem
+from bot.config.models import (
+    ASK_USER,
+    DEFAULT_DATABASE_URL,
+    DEFAULT_MODEL,
+    DEFAULT_SYSTEM_PROMPT,
+    MCP_SEPARATOR,
+    McpServerSection,
+    Settings,
+    SettingsWithAskUserTool,
+    ToolPolicySection,
+)
+from bot.config.schema import validation_problems
+from bot.policy import Policy, RecoveryPolicy, Rule
+from storage.urls import check_database_url
+
+if TYPE_CHECKING:
+    # llm is imported when the tools are loaded (bot.tools), which commands that only read
+    # the database skip (``load_config(tools=False)``): it is most of their start-up.
+    import llm
+
+DEFAULT_CONFIG_PATH = "approval-bot.toml"
+__all__ = [
+    "ASK_USER",
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_DATABASE_URL",
+    "DEFAULT_MODEL",
+    "DEFAULT_SYSTEM_PROMPT",
+    "Config",
+    "ConfigError",
+    "check_public_url",
+    "config_from_dict",
+    "load_config",
+    "parse_duration",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(Exception):
+    """Configuration problems, with a message that names the file and each key.
+
+    ``problems`` holds one line per problem (``key.path: what is wrong``); the message is
+    that line when there is one, else a count and every line.
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems if problems is not None else [message]
+
+    @classmethod
+    def of(cls, problems: list[str]) -> ConfigError:
+        if len(problems) == 1:
+            return cls(problems[0], problems)
+        listed = "".join(f"\n  {p}" for p in problems)
+        return cls(f"{len(problems)} problems:{listed}", problems)
+
+
+def parse_duration(value: Any, key: str) -> timedelta:
+    """``"30m"`` -> 30 minutes. Units: s, m, h, d."""
+    parsed = duration_problem(value)
+    if isinstance(parsed, str):
+        raise ConfigError(f"{key}: {parsed}")
+    return parsed
+
+
+@dataclass
+class Config:
+    model: str = DEFAULT_MODEL
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    tool_refs: list[str] = field(default_factory=list)
+    tools: list[llm.Tool] = field(default_factory=list)
+    approval_ttl: timedelta = timedelta(minutes=30)
+    database_url: str = DEFAULT_DATABASE_URL
+    chain_limit: int = 10
+    # Gated calls one model response may ask for: a prompt-injected model could otherwise
+    # post hundreds of cards from one mention.
+    max_approvals_per_turn: int = 10
+    run_lease: timedelta = timedelta(minutes=5)
+    sweep_interval: timedelta = timedelta(seconds=30)
+    api_rate_limit: int = 600  # /api/v1 requests a minute per token, per replica
+    # How long SIGTERM waits for work in flight; under Kubernetes' 30 s before its SIGKILL.
+    shutdown_grace: timedelta = timedelta(seconds=25)
+    # /metrics, /readyz and /livez on a port of their own (not the public one); None: on the
+    # main port beside /slack/events.
+    metrics_port: int | None = None
+    policies: dict[str, Policy] = field(default_factory=dict)
+    # The built-in ask_user tool (bot.pauses): on unless ``ask_user = false``.
+    ask_user: bool = True
+    # [policies.ask_user]: answerers (default: the requester), ttl (default approval_ttl)
+    # and on_expiry.
+    ask_user_policy: Policy | None = None
+    # Base of callback URLs (``callback_url()``); default http://HOST:PORT of ``serve``.
+    public_url: str | None = None
+    # The latest a RetryAt may ask for; later times are refused with a tool error.
+    max_retry_wait: timedelta = timedelta(days=1)
+    # How many times one call may be retried; its next RetryAt is a tool error ("gave up").
+    max_retry_attempts: int = 5
+    # Most members of one user group a new card is sent to by DM.
+    approver_dm_limit: int = 25
+    # The slash command the bot answers (manifest.yml must declare the same name).
+    slash_command: str = "/approvals"
+    # Batch cards: this many calls (or more) of one tool in one response, under the same
+    # approvers and quorum, share one card (0: never); per tool in ``batch_thresholds``.
+    batch_threshold: int = 3
+    batch_thresholds: dict[str, int] = field(default_factory=dict)
+    # Recovery by a person (bot.policy.recovery): the defaults a tool's keys override.
+    on_error: str = "fail"
+    recovery_by: list[str] = field(default_factory=list)
+    max_recoveries: int = 3
+    recovery_ttl: timedelta | None = None
+    # Who may pause, resume and stop any run (users and groups), and how long a run may
+    # stay paused by an operator before the sweeper cancels it (None: for ever).
+    admins: list[str] = field(default_factory=list)
+    pause_ttl: timedelta | None = None
+    # The agent pane's cards are copied to this channel too (issue 21 §2); None: DMs only.
+    assistant_cards_channel: str | None = None
+    # The answer streamed into the thread with a task per tool call (handlers.slack.streams):
+    # "auto" where Slack accepts it, "on", or "off" (the edited progress message).
+    streaming: str = "auto"
+    # [mcp_servers.NAME]: servers whose tools (NAME__tool) bot.mcp_servers lists at start-up
+    # and appends to ``tools``.
+    mcp_servers: dict[str, McpServerSection] = field(default_factory=dict)
+    source: str = "(defaults)"
+
+    def question_policy(self) -> Policy:
+        """Who may answer ask_user's questions (no answerers: the requester), for how long."""
+        return self.ask_user_policy or Policy(ttl=self.approval_ttl)
+
+    def wait_policy(self, tool_name: str) -> Policy:
+        """A tool's ttl and on_expiry, for its waits on callbacks (whether or not it is gated)."""
+        return self.policies.get(tool_name) or Policy(ttl=self.approval_ttl)
+
+    def batch_threshold_for(self, tool_name: str) -> int:
+        """How many calls of ``tool_name`` in one response share one card (0: never)."""
+        return self.batch_thresholds.get(tool_name, self.batch_threshold)
+
+    def recovery_policy(self, tool_name: str) -> RecoveryPolicy:
+        """What a call of the tool that raises does (``on_error``), and who decides."""
+        policy = self.policies.get(tool_name)
+        own = policy or Policy(ttl=self.approval_ttl)
+        return RecoveryPolicy(
+            on_error=own.on_error if policy is not None else self.on_error,
+            recovery_by=list(own.recovery_by if policy is not None else self.recovery_by),
+            max_recoveries=own.max_recoveries if policy is not None else self.max_recoveries,
+            ttl=own.recovery_ttl or self.recovery_ttl or own.ttl,
+            approvers=list(own.approvers),
+            allow_self_approval=own.allow_self_approval,
+            gated=policy is not None and policy.approval == "required",
+            allow_edit=own.allow_edit,
+            remind_after=own.remind_after,
+        )
+
+    def policy_for(self, tool_name: str) -> Policy | None:
+        """The tool's policy when its calls pass through it (approval required or denied,
+        or rules that decide per call); None when the tool just runs."""
+        policy = self.policies.get(tool_name)
+        if policy is None or (policy.approval == "never" and not policy.rules):
+            return None
+        return policy
+
+
+def config_path(explicit: str | None = None) -> Path:
+    return Path(explicit or os.environ.get("APPROVAL_BOT_CONFIG") or DEFAULT_CONFIG_PATH)
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    extra_tools: list[llm.Tool] | None = None,
+    environ: dict[str, str] | None = None,
+    tools: bool = True,
+) -> Config:
+    """Load and check the configuration; a missing default file means all defaults.
+
+    An explicitly named file that does not exist is an error: a typo should not silently
+    run the bot with no policies at all. ``tools=False`` (commands that only read what is
+    recorded): the tools are not imported, so policies are not checked against their names.
+    """
+    env = os.environ if environ is None else environ
+    explicit = path is not None or "APPROVAL_BOT_CONFIG" in env
+    resolved = Path(path) if path is not None else config_path(env.get("APPROVAL_BOT_CONFIG"))
+    data: dict[str, Any] = {}
+    if resolved.exists():
+        try:
+            data = tomllib.loads(resolved.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{resolved}: not valid TOML: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{resolved}: not UTF-8 text ({exc.reason})") from exc
+        except OSError as exc:  # a folder, no permission: the user's path, not our bug
+            raise ConfigError(f"{resolved}: cannot read it: {exc.strerror}") from exc
+    elif explicit:
+        raise ConfigError(f"{resolved}: no such configuration file")
+    try:
+        config = config_from_dict(data, extra_tools=extra_tools, tools=tools)
+    except ConfigError as exc:
+        raise ConfigError(f"{resolved}: {exc}", exc.problems) from exc
+    config.source = str(resolved) if resolved.exists() else "(defaults)"
+    if env.get("DATABASE_URL"):
+        try:
+            check_database_url(env["DATABASE_URL"])
+        except ValueError as exc:
+            raise ConfigError(f"DATABASE_URL: {exc}") from exc
+        config.database_url = env["DATABASE_URL"]
+    if env.get("APPROVAL_BOT_PUBLIC_URL"):
+        try:
+            config.public_url = check_public_url(env["APPROVAL_BOT_PUBLIC_URL"])
+        except ConfigError as exc:
+            raise ConfigError(f"APPROVAL_BOT_PUBLIC_URL: {exc}") from exc
+    return config
+
+
+def check_public_url(value: Any) -> str:
+    """An http(s) base URL, without a trailing slash."""
+    try:
+        return _check_public_url(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def config_from_dict(
+    data: dict[str, Any], *, extra_tools: list[llm.Tool] | None = None, tools: bool = True
+) -> Config:
+    """Check a parsed file and build its Config; ConfigError names every problem at once.
+
+    ``tools=False``: no tool is imported (``Config.tools`` is empty), so policies are not
+    checked against tool names, and a tool of the file may be called ``ask_user``."""
+    problems: list[str] = []
+    if not tools:
+        return _config_without_tools(data)
+    loaded = _load_tools(data.get("tools", []), extra_tools or [], problems)
+    names = {tool.name for tool in loaded} if loaded is not None else None
+    model = SettingsWithAskUserTool if names is not None and ASK_USER in names else Settings
+    settings: Settings | None = None
+    try:
+        settings = model.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(validation_problems(exc, model))
+    if names is not None and isinstance(data.get("policies"), dict):
+        servers = data.get("mcp_servers")
+        mcp_prefixes = (
+            tuple(f"{n}{MCP_SEPARATOR}" for n in servers or {}) if isinstance(servers, dict) else ()
+        )
+        for tool_name in data["policies"]:
+            if tool_name.startswith(mcp_prefixes) and tool_name not in names:
+                continue  # an MCP server's tool: known once the server is listed (at start-up)
+            if tool_name not in names and not (tool_name == ASK_USER and model is Settings):
+                known = ", ".join(sorted(names)) or "none configured"
+                problems.append(
+                    f"policies.{tool_name}: no tool named {tool_name!r} (tools: {known})"
+                )
+    if problems or settings is None or loaded is None:
+        raise ConfigError.of(problems)
+    return _config(settings, loaded)
+
+
+def _config_without_tools(data: dict[str, Any]) -> Config:
+    """The file checked as it would be with tools, but for their names (unknown here)."""
+    problems: list[str] = []
+    for model in (Settings, SettingsWithAskUserTool):
+        try:
+            return _config(model.model_validate(data), [])
+        except ValidationError as exc:
+            problems = problems or validation_problems(exc, model)
+    raise ConfigError.of(problems)
+
+
+def _load_tools(
+    refs: Any, extra_tools: list[llm.Tool], problems: list[str]
+) -> list[llm.Tool] | None:
+    """The configured tools and the extra ones; None (and the problems) when any fails."""
+    from bot.tools import ToolLoadError, load_tools
+
+    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+        return None  # the typed model says what is wrong with the key
+    tools: list[llm.Tool] = []
+    failed = False
+    for ref in refs:
+        try:
+            tools.extend(load_tools([ref]))
+        except ToolLoadError as exc:
+            problems.append(f"tools: {exc}")
+            failed = True
+    if failed:
+        return None
+    tools.extend(extra_tools)
+    names = [tool.name for tool in tools]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        problems.append(f"tools: two tools are named {duplicates[0]!r}")
+        return None
+    return tools
+
+
+def _config(settings: Settings, tools: list[llm.Tool]) -> Config:
+    config = Config(
+        model=settings.model,
+        system_prompt=settings.system_prompt,
+        tool_refs=list(settings.tools),
+        tools=tools,
+        approval_ttl=settings.approval_ttl,
+        database_url=settings.database_url,
+        chain_limit=settings.chain_limit,
+        max_approvals_per_turn=settings.max_approvals_per_turn,
+        run_lease=settings.run_lease,
+        sweep_interval=settings.sweep_interval,
+        api_rate_limit=settings.api_rate_limit,
+        shutdown_grace=settings.shutdown_grace,
+        metrics_port=settings.metrics_port,
+        ask_user=settings.ask_user,
+        public_url=settings.public_url,
+        max_retry_wait=settings.max_retry_wait,
+        max_retry_attempts=settings.max_retry_attempts,
+        approver_dm_limit=settings.approver_dm_limit,
+        slash_command=settings.slash_command,
+        batch_threshold=settings.batch_threshold,
+        on_error=settings.on_error,
+        recovery_by=list(settings.recovery_by),
+        max_recoveries=settings.max_recoveries,
+        recovery_ttl=settings.recovery_ttl,
+        admins=list(settings.admins),
+        pause_ttl=settings.pause_ttl,
+        assistant_cards_channel=settings.assistant_cards_channel,
+        streaming=settings.streaming,
+        mcp_servers=dict(settings.mcp_servers),
+    )
+    section = settings.policies.ask_user
+    if section is not None and not isinstance(section, ToolPolicySection):
+        config.ask_user_policy = Policy(
+            approvers=list(section.answerers),
+            ttl=section.ttl or config.approval_ttl,
+            on_expiry=section.on_expiry,
+        )
+    config.policies = {
+        name: _policy(name, section, config.approval_ttl, settings)
+        for name, section in settings.policies.tools().items()
+    }
+    config.batch_thresholds = {
+        name: section.batch_threshold
+        for name, section in settings.policies.tools().items()
+        if section.batch_threshold is not None
+    }
+    return config
+
+
+def _policy(
+    tool_name: str, section: ToolPolicySection, default_ttl: timedelta, settings: Settings
+) -> Policy:
+    for problem in section.unreachable_rule_quorums():
+        # Its calls can only expire: said at every start, where the operator looks.
+        log.warning("policies.%s.%s: its calls will wait until they expire", tool_name, problem)
+    rules = tuple(
+        Rule(
+            label=f"policies.{tool_name}.rules[{index}]",
+            when=rule.when,
+            approval=rule.approval,
+            approvers=rule.approvers,
+            min_approvals=rule.min_approvals,
+            ttl=rule.ttl,
+            on_expiry=rule.on_expiry,
+            message=rule.message,
+        )
+        for index, rule in enumerate(section.rules)
+    )
+    return Policy(
+        approval=section.approval,
+        approvers=list(section.approvers),
+        allow_self_approval=section.allow_self_approval,
+        ttl=section.ttl or default_ttl,
+        on_expiry=section.on_expiry,
+        rules=rules,
+        message=section.message,
+        min_approvals=section.min_approvals,
+        allow_edit=section.allow_edit,
+        grant_max=section.grant_max,
+        remind_after=section.remind_after,
+        escalate_after=section.escalate_after,
+        escalate_to=list(section.escalate_to),
+        on_error=section.on_error or settings.on_error,
+        recovery_by=list(
+            section.recovery_by if section.recovery_by is not None else settings.recovery_by
+        ),
+        max_recoveries=section.max_recoveries or settings.max_recoveries,
+        recovery_ttl=section.recovery_ttl or settings.recovery_ttl,
+    )

@@ -1,0 +1,501 @@
+"""One drive of a run: the ``llm`` chain from the stored history until it completes,
+pauses or fails.
+
+A run's durable form is its ``llm`` message history (``runs.history``). A drive rebuilds the
+chain from it with the same tools and no prompt text, so llm re-executes exactly the trailing
+calls that have no result yet, and the gate (:mod:`bot.gate`) turns each settled row into
+that call's result. A pause stores the history with its new rows in one transaction
+(``Repository.save_pause``); a completion or a failure stores the end of the run. Every write
+names this drive's lease owner: a drive that finds it lost the lease stops and says nothing,
+because the run is another drive's now. Before each model call and each tool call (the gate) a
+drive looks for an operator's hold (:mod:`bot.gate.safe_points`) and stops there: held, or
+cancelled for a Stop (:func:`bot.engine.holds.stop_at_safe_point`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import llm
+from llm.parts import Message, Part, TextPart, ToolCallPart, ToolResultPart
+
+from bot.config import Config
+from bot.config.models import MCP_SEPARATOR
+from bot.engine.batches import batched
+from bot.engine.claims import Claims
+from bot.engine.holds import stop_at_safe_point
+from bot.engine.leases import LeaseKeeper, Leases
+from bot.engine.outcomes import RunOutcome
+from bot.engine.transcript import (
+    history_before,
+    loaded,
+    stored,
+    trailing_calls,
+    unfold_results,
+)
+from bot.gate import (
+    ApprovalRequired,
+    GateFailure,
+    HandedOver,
+    HoldRequested,
+    TurnContext,
+    answer_unconfigured,
+    current_turn,
+    hold_at_safe_point,
+    hold_requested,
+)
+from bot.gate.stream_events import EventListener, RunEvent, task_event
+from bot.ops import failpoint, logs
+from bot.ops import metric_hooks as metrics
+from bot.ops.outage import OutageLog
+from bot.pauses import ToolProgress
+from storage.models import Run
+from storage.repository import LeaseLost, Repository, RunHeld
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8080"
+
+
+class ToolCallIdReused(Exception):
+    """The model gave a gated call an id another call of the same response also has.
+
+    Results are matched to calls by id (by llm when it resumes, and by the database's
+    approvals), so the other call's result would pass for the gated one's: the approved call
+    would never run. Such a response is refused before anything is stored for it.
+    """
+
+    def __init__(self, tool_call_id: str) -> None:
+        super().__init__(
+            f"the model gave two tool calls the same id {tool_call_id!r}, so their results "
+            "could not be told apart; no call that needs approval ran"
+        )
+
+
+class TooManyApprovals(Exception):
+    """One model response asked for more gated calls than ``max_approvals_per_turn``."""
+
+    def __init__(self, asked: int, limit: int) -> None:
+        super().__init__(
+            f"the agent asked for {asked} calls that need approval in one response, more "
+            f"than the {limit} allowed (max_approvals_per_turn); none was stored or run"
+        )
+
+
+class Drives:
+    """Drives runs for one runner: its repository, configuration, tools and models."""
+
+    def __init__(
+        self,
+        repo: Repository,
+        config: Config,
+        tools: list[llm.Tool],
+        leases: Leases,
+        claims: Claims,
+        outages: OutageLog | None = None,
+    ) -> None:
+        self.repo = repo
+        self.config = config
+        self.tools = tools
+        self.leases = leases
+        self.claims = claims
+        self.outages = outages or OutageLog()
+        self._models: dict[str, llm.AsyncModel] = {}
+        # Long calls (bot.gate.checkpoints): why they must stop at their next checkpoint (a
+        # shutdown in progress), and where their progress() goes (the handlers' renderer).
+        self.stopping: str | None = None
+        self.on_progress: Callable[[ToolProgress], None] | None = None
+        # Where the model's text and each call's task go as they happen (streamed answers).
+        self.on_event: EventListener | None = None
+        # Configured MCP servers whose tools are not listed yet (down since start-up).
+        self.unlisted_servers: set[str] = set()
+        # Runs whose drive here holds a finished tool's result through a database outage
+        # (bot.gate.recording): this process's sweeper never takes one of them over, the
+        # drive records the result itself once the database is back.
+        self.recording: set[str] = set()
+
+    @property
+    def public_url(self) -> str:
+        """The base of callback URLs: ``public_url``, else where ``serve`` listens (read at
+        each drive: the playground learns its port after the runner is built)."""
+        return self.config.public_url or DEFAULT_PUBLIC_URL
+
+    def model(self, model_id: str) -> llm.AsyncModel:
+        # llm rebuilds its whole model registry on every lookup; once per runner is enough.
+        if model_id not in self._models:
+            self._models[model_id] = llm.get_async_model(model_id)
+        return self._models[model_id]
+
+    @metrics.times_resumes
+    @logs.bound_to("run_id")
+    async def resume(self, run_id: str) -> RunOutcome:
+        """Resume a run whose resume this worker claimed (a settlement, an expiry, a pause
+        that found everything decided).
+
+        After this runner's own settlement the drive starts from the run its claim's
+        transaction read, under the lease the claim gave it: no write of its own. Otherwise (an
+        expiry, a stranded run, another runner object of this worker) ``resuming -> running``
+        is committed first, for a new drive.
+        """
+        run = self.claims.take(run_id)
+        if run is not None:
+            assert run.lease_owner is not None
+            return await self.drive(run, run.lease_owner)
+        owner = self.leases.new_owner()
+        run = await self.repo.start_resumed_run(
+            run_id,
+            worker=self.leases.worker_id,
+            owner=owner,
+            lease_until=self.leases.until(),
+            now=self.leases.clock(),
+        )
+        return await self.drive(run, owner)
+
+    @metrics.counts_drives
+    @logs.bound_to("run")
+    async def drive(
+        self, run: Run, owner: str, *, replay: bool = False, just_opened: bool = False
+    ) -> RunOutcome:
+        """Run the chain from the stored history until it completes, pauses or fails.
+
+        ``owner`` is this drive's lease owner; every write that moves the run checks it.
+        ``replay``: a take-over of a drive that died, whose calls may have armed callbacks.
+        ``just_opened``: the caller's transaction inserted this run and nothing ran since, so
+        no hold can be asked for yet: the first safe point needs no read of its own.
+        """
+
+        turn = TurnContext(
+            run_id=run.id,
+            requester=run.requester,
+            repo=self.repo,
+            clock=self.leases.clock,
+            owner=owner,
+            lease_until=self.leases.until,
+            lease_expires_at=run.lease_expires_at,
+            outages=self.outages,
+            recording=self.recording,
+            turn_number=run.turn,
+            base_url=self.public_url,
+            question_policy=self.config.question_policy(),
+            max_retry_wait=self.config.max_retry_wait,
+            max_retry_attempts=self.config.max_retry_attempts,
+            wait_policy=self.config.wait_policy,
+            recovery_policy=self.config.recovery_policy,
+            channel=run.channel,
+            interruption=lambda: self.stopping,
+            on_progress=self.on_progress,
+            on_event=self.on_event,
+        )
+        if just_opened:
+            turn.hold_read_since(turn.hold_epoch, None)
+        if replay:
+            # Armed under the turn the dead drive's pause would have taken (call_context).
+            rows = await self.repo.approvals_for_turn(run.id, run.turn + 1)
+            turn.armed_by_dead_drive = [
+                a for a in rows if a.kind == "callback" and a.status in ("armed", "completed")
+            ]
+            # Calls it ran under a standing grant: never run again by the replay.
+            turn.granted_by_dead_drive = [
+                a for a in rows if a.kind == "approval" and a.tool_call_id.startswith("grant:")
+            ]
+        token = current_turn.set(turn)
+        heartbeat = LeaseKeeper(
+            self.repo,
+            run.id,
+            owner,
+            interval=max(self.config.run_lease.total_seconds() / 3, 0.05),
+            lease_until=self.leases.until,
+            turn=turn,
+            outages=self.outages,
+        )
+        try:
+            return await self._run_turn(run, turn, owner)
+        except (LeaseLost, HandedOver):
+            return _handed_over(run)
+        except Exception as exc:  # model errors, chain limit, storage failures while saving
+            return await self._fail(run, exc, owner)
+        finally:
+            await heartbeat.stop()
+            current_turn.reset(token)
+
+    async def _run_turn(self, run: Run, turn: TurnContext, owner: str) -> RunOutcome:
+        history = [loaded(m) for m in run.history]
+        history, turn.held_results = unfold_results(history, {t.name for t in self.tools})
+        if history and history[-1].role != "user":
+            history = await self._answer_from_approvals(run, history, turn)
+        last: Any = None
+        try:
+            conversation = self.model(run.model_id).conversation(
+                chain_limit=self.config.chain_limit
+            )
+            async for response in conversation.chain(
+                **_chain_input(history), tools=[*self.tools]
+            ).responses():
+                # A safe point: an operator's pause takes effect before the model call.
+                action = await hold_at_safe_point(turn)
+                if action is not None:
+                    before = history_before(response, last, history)
+                    return await self._hold(run, before, turn, owner, action)
+                last = response
+                await _told(response, turn)
+                turn.why = await response.text()  # read already: its text, for the cards
+                turn.hold_epoch += 1  # the model call ended: TurnContext.hold_epoch
+        except GateFailure as failure:
+            return await self._fail(run, failure.original, owner)
+        except HandedOver:
+            return _handed_over(run)
+        except HoldRequested as hold:
+            if turn.failures:
+                return await self._fail(run, turn.failures[0].original, owner)
+            held_history = await _history_at(last, history)
+            if hold.tool_results:
+                held_history.append(_tool_results_message(hold.tool_results))
+            if (turn.drafts or turn.still_pending) and hold.action != "stop":
+                # A sibling asked for approval meanwhile: an ordinary pause, whose resume
+                # the hold keeps from being claimed until someone resumes the run.
+                return await self._pause(run, held_history, turn, owner)
+            return await self._hold(run, held_history, turn, owner, hold.action)
+        except ApprovalRequired as pause:
+            if turn.failures:
+                return await self._fail(run, turn.failures[0].original, owner)
+            paused_history = await _history_at(last, history)
+            if pause.tool_results:
+                paused_history.append(_tool_results_message(pause.tool_results))
+            return await self._pause(run, paused_history, turn, owner)
+        except llm.PauseChain as other:
+            return await self._fail(
+                run,
+                RuntimeError(f"a tool paused the chain outside the approval gate: {other}"),
+                owner,
+            )
+        if turn.failures:
+            return await self._fail(run, turn.failures[0].original, owner)
+        answer = await last.text() if last is not None else ""
+        final_history = await _history_at(last, history)
+        await self.repo.finish_run(
+            run.id,
+            worker=owner,
+            status="completed",
+            history=[stored(m) for m in final_history],
+            answer=answer,
+            now=self.leases.clock(),
+        )
+        return RunOutcome(run_id=run.id, status="completed", answer=answer, run=run)
+
+    async def _answer_from_approvals(
+        self, run: Run, history: list[Message], turn: TurnContext
+    ) -> list[Message]:
+        """Resuming a pause: match its trailing calls to the approvals requested for them.
+
+        Each approval answers its own call, once, through the gate, whatever today's config
+        says about the tool; a call to a tool this process no longer has is answered here
+        (its approval cancelled, or its decision given), so none is lost or left open.
+        """
+        calls = trailing_calls(history)
+        # Read when the drive starts (one read, no commit), not with the claim: whatever
+        # happened to them meanwhile is what this drive must answer.
+        requested = {
+            a.tool_call_id: a for a in await self.repo.approvals_for_turn(run.id, run.turn)
+        }
+        turn.approvals = {
+            c.tool_call_id: requested[c.tool_call_id] for c in calls if c.tool_call_id in requested
+        }
+        configured = {tool.name for tool in self.tools}
+        unconfigured = [c for c in calls if c.name not in configured]
+        if not unconfigured:
+            return history
+        if waiting := [c.name for c in unconfigured if self._unlisted(c.name)]:
+            # Not gone, just not reachable yet: cancelling an approved call for an outage
+            # would be wrong. Left for a take-over once this drive's lease runs out.
+            log.warning(
+                "run %s: %s waits for its MCP server (not reachable since start-up); the run "
+                "is taken over again when its lease runs out",
+                run.id,
+                ", ".join(waiting),
+            )
+            raise HandedOver(f"run {run.id}: waiting for an MCP server")
+        results: list[Part] = [
+            ToolResultPart(
+                name=call.name,
+                output=await answer_unconfigured(turn, call, turn.take_approval(call)),
+                tool_call_id=call.tool_call_id,
+            )
+            for call in unconfigured
+        ]
+        return [*history, Message(role="tool", parts=results)]
+
+    def _unlisted(self, tool_name: str) -> bool:
+        server, separator, _ = tool_name.partition(MCP_SEPARATOR)
+        return bool(separator) and server in self.unlisted_servers
+
+    async def _pause(
+        self, run: Run, history: list[Message], turn: TurnContext, owner: str
+    ) -> RunOutcome:
+        reused = _reused_call_id(history, turn)
+        if reused is not None:
+            return await self._fail(run, ToolCallIdReused(reused), owner)
+        if len(turn.drafts) > self.config.max_approvals_per_turn:
+            if turn.unchecked_drafts and (action := await hold_requested(self.repo, run.id)):
+                return await self._held_before_drafts(run, history, turn, owner, action)
+            # Before anything is stored: no approval, no card, and the model is not asked
+            # again (a prompt-injected response could otherwise flood the channel).
+            return await self._fail(
+                run, TooManyApprovals(len(turn.drafts), self.config.max_approvals_per_turn), owner
+            )
+        try:
+            pause = await self.repo.save_pause(
+                run.id,
+                worker=owner,
+                claimer=self.leases.worker_id,
+                history=[stored(m) for m in history],
+                # Many calls of one tool under the same approvers share one card
+                # (bot.engine.batches).
+                drafts=batched(turn.drafts, self.config.batch_threshold_for),
+                still_pending=turn.still_pending,
+                lease_until=self.leases.until(),
+                now=self.leases.clock(),
+                # The drafted calls' safe point (bot.gate.safe_points): nothing ran since.
+                stop_if_held=turn.unchecked_drafts,
+            )
+        except RunHeld as held:
+            return await self._held_before_drafts(run, history, turn, owner, held.action)
+        failpoint("pause_stored")
+        if pause.resume_claimed:
+            # Every approval it waited for was decided while it ran (their deciders could
+            # not resume a run that was not paused yet): carry straight on.
+            return await self.resume(run.id)
+        return RunOutcome(run_id=run.id, status="paused", new_approvals=pause.approvals, run=run)
+
+    async def _held_before_drafts(
+        self, run: Run, history: list[Message], turn: TurnContext, owner: str, action: str
+    ) -> RunOutcome:
+        """The pause of new calls found a hold: those calls stop at their safe point, as if
+        each had read it there (no approval asked), and the run is held; an earlier turn's
+        approvals still waiting make it an ordinary pause, as ``HoldRequested`` does."""
+        turn.drafts.clear()
+        turn.unchecked_drafts = False
+        if turn.still_pending and action != "stop":
+            return await self._pause(run, history, turn, owner)
+        return await self._hold(run, history, turn, owner, action)
+
+    async def _hold(
+        self, run: Run, history: list[Message], turn: TurnContext, owner: str, action: str
+    ) -> RunOutcome:
+        """Stop at a safe point for an operator (:func:`bot.engine.holds.stop_at_safe_point`)."""
+        if turn.failures:
+            return await self._fail(run, turn.failures[0].original, owner)
+        outcome = await stop_at_safe_point(
+            self.repo, self.leases, run, [stored(m) for m in history], owner, action
+        )
+        # None: resumed between the safe point's read and its write; carry straight on.
+        return outcome if outcome is not None else await self.resume(run.id)
+
+    async def _fail(self, run: Run, exc: BaseException, owner: str) -> RunOutcome:
+        message = describe_failure(exc, self.config.chain_limit)
+        try:
+            await self.repo.finish_run(
+                run.id, worker=owner, status="failed", error=message, now=self.leases.clock()
+            )
+        except LeaseLost:
+            # The run is another drive's now: this failure is not the run's, say nothing.
+            log.error("run %s: this drive failed after losing the run: %s", run.id, message)
+            return _handed_over(run)
+        # A model that is unknown or has no key is the configuration's fault, said in full by
+        # the message: its traceback only buried that line.
+        configuration = isinstance(exc, (llm.UnknownModelError, llm.NeedsKeyException))
+        log.error("run %s failed: %s", run.id, message, exc_info=None if configuration else exc)
+        return RunOutcome(run_id=run.id, status="failed", error=message, run=run)
+
+
+FAILURE_LINE_LIMIT = 500
+
+
+def describe_failure(exc: BaseException, chain_limit: int) -> str:
+    text = str(exc)
+    if isinstance(exc, ValueError) and text.startswith("Chain limit"):
+        return (
+            f"Stopped: the agent needed more than {chain_limit} model calls (chain_limit) "
+            "without finishing."
+        )
+    if isinstance(exc, llm.UnknownModelError):
+        return f"Stopped: unknown model ({text}). Install its llm plugin or fix `model`."
+    if isinstance(exc, llm.NeedsKeyException):
+        return f"Stopped: the model needs an API key ({text})."
+    if isinstance(exc, (ToolCallIdReused, TooManyApprovals)):
+        return f"Stopped: {text}."
+    # The first line only: a database error goes on with its SQL and every parameter (the
+    # whole history, a tool's arguments), which do not belong in a Slack thread.
+    lines = text.strip().splitlines()
+    first = lines[0][:FAILURE_LINE_LIMIT] if lines else ""
+    return f"Stopped by an error: {type(exc).__name__}: {first}"
+
+
+async def _told(response: Any, turn: TurnContext) -> None:
+    """Read one model response, telling the thread its text as it comes and its calls as
+    pending tasks (bot.gate.stream_events); nothing is told when no one listens."""
+    if turn.on_event is None:
+        await response.text()
+        return
+    async for chunk in response:
+        if chunk:
+            turn.emit(RunEvent(run_id=turn.run_id, kind="text", text=chunk))
+    for call in await response.tool_calls():
+        event = task_event(
+            turn.run_id, call.tool_call_id or "", call.name, call.arguments, "pending"
+        )
+        turn.emit(event)
+
+
+def _handed_over(run: Run) -> RunOutcome:
+    # Another drive took the run over (this one stalled past its lease): the run is theirs
+    # to finish and to report, so say nothing in the thread.
+    log.warning("run %s: lease lost; the drive that took it over carries on", run.id)
+    return RunOutcome(run_id=run.id, status="handed_over", run=run)
+
+
+def _reused_call_id(history: list[Message], turn: TurnContext) -> str | None:
+    """The id of a new gated call that another call of its response shares, if any."""
+    for message in reversed(history):
+        calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
+        if message.role == "assistant" and calls:
+            seen = Counter(p.tool_call_id for p in calls if p.tool_call_id)
+            for draft in turn.drafts:
+                if seen[draft.tool_call_id] > 1:
+                    return draft.tool_call_id
+            return None
+    return None
+
+
+def _chain_input(history: list[Message]) -> dict[str, Any]:
+    """How to hand the stored history to llm.
+
+    A new user turn (history ending in the user's message) goes in as prompt text with the
+    rest as messages, the way every llm plugin reads a prompt (some only read the text). A
+    resumed turn (history ending in tool calls without results) goes in as messages and no
+    prompt, so llm re-executes exactly those calls.
+    """
+    if history and history[-1].role == "user":
+        text = "".join(p.text for p in history[-1].parts if isinstance(p, TextPart))
+        return {"prompt": text, "messages": history[:-1]}
+    return {"messages": history}
+
+
+async def _history_at(last: Any, history: list[Message]) -> list[Message]:
+    """The full history after the last response, or what we started with if none ran."""
+    if last is None:
+        return list(history)
+    return list(last.prompt.messages) + list(await last.messages())
+
+
+def _tool_results_message(results: list[llm.ToolResult]) -> Message:
+    """Sibling calls that finished before the pause, so resuming does not run them again."""
+    return Message(
+        role="tool",
+        parts=[
+            ToolResultPart(name=r.name, output=r.output, tool_call_id=r.tool_call_id)
+            for r in results
+        ],
+    )

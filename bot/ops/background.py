@@ -1,0 +1,173 @@
+"""Tracked background work: resumes and runs started after Slack got its acknowledgement.
+
+Nothing here is state: every task's inputs are already in the database before it is spawned,
+so a crash loses only work that the lease and the sweeper pick up again. Tracking the tasks
+lets shutdown wait for them, lets tests wait until the bot is idle, and makes sure a failure
+is logged with its context instead of vanishing with an unreferenced task.
+
+Acknowledgements first. Slack waits for each request's answer (3 seconds at most, and a
+person is looking at the button); background work only has to be done soon. All of it
+shares one event loop, which runs whatever is ready in turn: a burst of clicks whose
+decisions, card edits and resumes started as each click was answered would have every later
+click wait behind that work. So a task spawned while a request is being answered
+(:meth:`BackgroundTasks.acknowledging`) starts only once that request's answer is written,
+and no task starts while any answer is being prepared, nor until ``quiet`` (1 ms) has
+passed since the last one was written: a click is usually answered in one step of the event
+loop, so "none being answered" is true between any two clicks of a burst, while a millisecond
+without an answer means the burst is over. Background work waits at most ``ack_wait_limit``
+seconds for that (a steady stream of requests delays it by that much, never for ever). The
+task is created, and so tracked (shutdown waits for it), at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# Background work waits this long at most for acknowledgements in flight to be answered.
+ACK_WAIT_LIMIT = 0.5
+# ... and until no answer has been written for this long (the burst is over).
+QUIET = 0.001
+# A durable commit fsyncs on the loop only when no answer was written for this long: the
+# resumes that start right after a burst (QUIET) still fsync on the writer thread, in case
+# the burst goes on (quiet_now).
+FSYNC_QUIET = 0.05
+
+# The answer of the request being handled in this context, once written.
+_ANSWER: ContextVar[asyncio.Future[None] | None] = ContextVar("approval_bot_answer", default=None)
+
+
+class BackgroundTasks:
+    def __init__(
+        self,
+        *,
+        ack_wait_limit: float = ACK_WAIT_LIMIT,
+        quiet: float = QUIET,
+        fsync_quiet: float = FSYNC_QUIET,
+    ) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._answers: set[asyncio.Future[None]] = set()
+        self._no_answers = asyncio.Event()  # set while no request is being answered
+        self._no_answers.set()
+        self._last_answered = float("-inf")  # loop time
+        self.ack_wait_limit = ack_wait_limit
+        self.quiet = quiet
+        self.fsync_quiet = fsync_quiet
+
+    @contextlib.contextmanager
+    def acknowledging(self) -> Iterator[None]:
+        """Around answering one request: write the answer inside the block.
+
+        Work spawned inside starts after the block (the answer written); other work waits
+        while the block runs.
+        """
+        answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._answers.add(answer)
+        self._no_answers.clear()
+        token = _ANSWER.set(answer)
+        try:
+            yield
+        finally:
+            _ANSWER.reset(token)
+            self._answers.discard(answer)
+            if not self._answers:
+                self._no_answers.set()
+            self._last_answered = asyncio.get_running_loop().time()
+            answer.set_result(None)
+
+    def quiet_now(self) -> bool:
+        """No request is being answered, and none was for ``fsync_quiet`` seconds: no burst
+        is under way, so a short wait on the loop (a durable commit's fsync) delays no answer
+        that is already due (``Repository.fsync_on_loop_when``)."""
+        if self._answers:
+            return False
+        return asyncio.get_running_loop().time() - self._last_answered >= self.fsync_quiet
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(self._after_answers(coroutine, _ANSWER.get()), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        # Cancelled before it started, the work never runs: closed, not left unawaited.
+        task.add_done_callback(lambda _task: coroutine.close())
+        return task
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Count a task started elsewhere as background work (``idle`` and shutdown wait for
+        it) without delaying its start: a token refresh a request may have to wait for."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _after_answers(
+        self, coroutine: Coroutine[Any, Any, Any], own_answer: asyncio.Future[None] | None
+    ) -> Any:
+        if own_answer is not None:
+            await asyncio.shield(own_answer)
+        await self._answers_written()
+        return await coroutine
+
+    async def _answers_written(self) -> None:
+        """Until no request is being answered and none was for ``quiet`` seconds, or
+        ``ack_wait_limit`` has passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ack_wait_limit
+        while (now := loop.time()) < deadline:
+            if self._answers:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(deadline - now):
+                        await self._no_answers.wait()
+                continue
+            quiet_for = now - self._last_answered
+            if quiet_for >= self.quiet:
+                return
+            await asyncio.sleep(min(self.quiet - quiet_for, deadline - now))
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def idle(self, timeout: float = 30.0) -> None:
+        """Wait until no task is running (tasks may spawn more; wait for those too).
+
+        Raises TimeoutError after ``timeout`` seconds, leaving the tasks running.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._tasks:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"{len(self._tasks)} background tasks still running")
+            await asyncio.wait(list(self._tasks), timeout=remaining)
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every task; True when none is left running."""
+        try:
+            await self.idle(max(timeout, 0.0))
+        except TimeoutError:
+            return False
+        return True
+
+    async def cancel_all(self) -> list[str]:
+        """Cancel what is still running and wait for it to stop; the names of those tasks.
+
+        A cancelled run keeps what it stored: whoever takes it over replays its history. A
+        tool running in a thread cannot be cancelled: its call stays ``executing``.
+        """
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return [task.get_name() for task in tasks]
+
+    async def close(self, timeout: float = 25.0) -> None:
+        if not await self.drain(timeout):
+            await self.cancel_all()

@@ -1,0 +1,66 @@
+"""The sweeper: expires overdue approvals, takes over runs whose worker died, resumes paused
+runs that nothing is waiting for, cancels runs paused by an operator longer than
+``pause_ttl``, posts the cards and answers a crash or Slack left unposted (the outboxes),
+completes the Workflow Builder steps whose approval is settled,
+forgets old Slack event ids. Every replica runs one; the
+conditional UPDATEs make them cooperate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+from bot.clock import utcnow
+from bot.ops import metric_hooks as metrics
+from handlers.flows.runs import after_expiry, announce_cancelled, carry_on, resume_and_publish
+from handlers.services import Services
+
+log = logging.getLogger(__name__)
+
+EVENT_MEMORY = timedelta(days=2)  # Slack retries for minutes; two days is plenty
+
+
+@metrics.times_sweeps
+async def sweep_once(services: Services) -> None:
+    """One sweep. Every run it moves on (a resume after an expiry, a run taken over, a
+    stranded resume) runs a model: each is a task of its own, so one slow or failing run
+    neither holds up the sweep nor drops the others (what the sweep claimed is committed)."""
+    runner, background = services.runner, services.background
+    for expiry in await runner.expire_due():
+        background.spawn(after_expiry(services, expiry), name=f"expired {expiry.approval.id}")
+    for run in await runner.take_over_stale_runs():
+        background.spawn(carry_on(services, run), name=f"taken over {run.id}")
+    for run_id in await runner.claim_stranded_runs():
+        background.spawn(resume_and_publish(services, run_id), name=f"stranded {run_id}")
+    for run_id in await runner.expire_holds():  # paused by an operator longer than pause_ttl
+        background.spawn(announce_cancelled(services, run_id), name=f"pause_ttl {run_id}")
+    await services.publisher.post_missing_cards()  # the card outbox (see handlers.slack.publish)
+    await services.publisher.answers.post_due()  # runs' answers (see handlers.slack.answers)
+    await services.publisher.edit_cards_due()  # quorum votes whose card edit was lost
+    if services.steps is not None:
+        await services.steps.complete_due()  # settled workflow steps (handlers.slack.steps)
+    if services.reach is not None:
+        await services.reach.due()  # DM copies, reminders, escalations (handlers.slack.reach)
+    if services.home is not None:
+        await services.home.publish_dirty()  # Homes another replica marked and left
+    await services.repo.forget_events_before(utcnow() - EVENT_MEMORY)
+
+
+async def run_sweeper(
+    services: Services, interval: float, stop: asyncio.Event | None = None
+) -> None:
+    """Sweep every ``interval`` seconds until ``stop`` is set; a sweep under way finishes."""
+    stop = stop or asyncio.Event()
+    outages = services.runner.outages  # a database outage: one line when it starts and ends
+    while not stop.is_set():
+        try:
+            await sweep_once(services)
+        except Exception as exc:
+            if not outages.failed("sweeper", exc):
+                log.exception("sweep failed; trying again in %.0fs", interval)
+        else:
+            outages.succeeded("sweeper")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)

@@ -1,0 +1,90 @@
+"""The statements of the audit trail (``audit_events``) and of Slack event ids already handled
+(``processed_events``), and the audit rows every transaction appends.
+
+Owns no state; the rows are :mod:`storage.stores.events`'s (appended by every store's
+transactions through its ``audit``). The trail's filter is built here once
+(:func:`audit_trail_query`) for the Repository and the read-only commands' path
+(:mod:`storage.reads`) alike, so the two never select different rows; so is the export's page
+(``AUDIT_PAGE``). Portable between SQLite (3.35+) and PostgreSQL; ``:name`` parameters.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from storage.sql.columns import AUDIT_COLUMNS
+from storage.values import json_text
+
+INSERT_AUDIT = (
+    "INSERT INTO audit_events (at, run_id, approval_id, event, actor, detail) "
+    "VALUES (:at, :run_id, :approval_id, :event, :actor, :detail)"
+)
+CLAIM_EVENT = (
+    "INSERT INTO processed_events (event_id, received_at) VALUES (:event_id, :now) "
+    "ON CONFLICT (event_id) DO NOTHING"
+)
+FORGET_EVENTS = "DELETE FROM processed_events WHERE received_at < :cutoff"
+
+
+def audit_row(
+    now: datetime,
+    event: str,
+    *,
+    run_id: str | None = None,
+    approval_id: str | None = None,
+    actor: str | None = None,
+    **detail: Any,
+) -> dict[str, Any]:
+    return {
+        "at": now,
+        "run_id": run_id,
+        "approval_id": approval_id,
+        "event": event,
+        "actor": actor,
+        "detail": json_text(detail),
+    }
+
+
+RULE_MATCHED = "rule_matched"
+
+
+def rule_matched_row(now: datetime, run_id: str, requester: str, draft: Any) -> dict[str, Any]:
+    """The audit of the rule on arguments that chose an approval's policy."""
+    return audit_row(
+        now,
+        RULE_MATCHED,
+        run_id=run_id,
+        approval_id=draft.id,
+        actor=requester,
+        tool=draft.tool_name,
+        rule=draft.rule,
+        when=draft.rule_when,
+        approval="required",
+        error=draft.rule_error,
+    )
+
+
+# One page of the export: events after a known id, in id order (the primary key's index), with
+# the workspace and channel of their run. Paging by id, not OFFSET, keeps every page as cheap
+# as the first, however long the trail.
+AUDIT_PAGE = (
+    f"SELECT {AUDIT_COLUMNS.qualified('a')}, r.team_id, r.channel FROM audit_events a "
+    "LEFT JOIN runs r ON r.id = a.run_id "
+    "WHERE a.id > :after AND a.at >= :since AND a.at < :until ORDER BY a.id LIMIT :limit"
+)
+
+
+def audit_trail_query(*, run_id: str | None, approval_id: str | None) -> tuple[str, dict[str, Any]]:
+    """The audit trail of a run, an approval, both or everything, oldest first: the statement
+    of both read paths, so that they select the same rows."""
+    conditions = []
+    params: dict[str, Any] = {}
+    if run_id is not None:
+        conditions.append("run_id = :run_id")
+        params["run_id"] = run_id
+    if approval_id is not None:
+        conditions.append("approval_id = :approval_id")
+        params["approval_id"] = approval_id
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return f"SELECT {AUDIT_COLUMNS.sql} FROM audit_events{where} ORDER BY id", params

@@ -1,0 +1,135 @@
+"""The statements of runs: starting and continuing one, its leases, pausing and ending it.
+
+Owns no state; the ``runs`` rows are the run stores' (:mod:`storage.stores.runs`,
+:mod:`storage.stores.leases`, :mod:`storage.stores.pauses`). Every change of status is one
+conditional UPDATE whose row count says who won: the lease owner (a worker id plus a token per
+drive) fences drives, and the resume claim (``CLAIM_RESUME``) is the only way out of
+``paused`` towards running. Also here: the run's lock that serializes the transactions of one
+run on PostgreSQL, and cancelling a run's approvals with it. Portable between SQLite (3.35+)
+and PostgreSQL; ``:name`` parameters.
+"""
+
+from __future__ import annotations
+
+from storage.records import ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES
+from storage.sql.columns import RUN_COLUMNS
+
+_FINISHED = ", ".join(f"'{s}'" for s in FINISHED_RUN_STATUSES)
+_ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES)
+
+RUN_BY_ID = f"SELECT {RUN_COLUMNS.sql} FROM runs WHERE id = :id"
+RUN_BY_KEY = f"SELECT {RUN_COLUMNS.sql} FROM runs WHERE conversation_key = :key"
+INSERT_RUN = RUN_COLUMNS.insert_sql(" ON CONFLICT (conversation_key) DO NOTHING")
+# A whole row as given, conflict or not (benchmarks and tests seed runs with it).
+INSERT_RUN_ROW = RUN_COLUMNS.insert_sql()
+CONTINUE_RUN = (
+    "UPDATE runs SET status = 'running', requester = :requester, model_id = :model_id, "
+    "history = :history, turn = :turn, answer = NULL, error = NULL, lease_owner = :lease_owner, "
+    "lease_expires_at = :lease_expires_at, updated_at = :updated_at, progress_ts = NULL "
+    f"WHERE id = :id AND status IN ({_FINISHED})"
+)
+SET_PROGRESS = "UPDATE runs SET progress_ts = :ts WHERE id = :id"
+# Only the message that was replaced: a newer progress message (a later resume) stays.
+CLEAR_PROGRESS = "UPDATE runs SET progress_ts = NULL WHERE id = :id AND progress_ts = :ts"
+RENEW_LEASE = (
+    "UPDATE runs SET lease_expires_at = :lease_until WHERE id = :id AND lease_owner = :worker"
+)
+# Shutdown: the leases this worker still holds run out now, so another replica takes their runs
+# over at its next sweep instead of a whole run_lease later. The owner stays, for the record.
+# A worker owns its claims (``worker``) and its drives' leases (``worker/token``); a prefix
+# test, not LIKE, whose ``_`` and ``%`` could match another worker's id.
+RELEASE_LEASES = (
+    "UPDATE runs SET lease_expires_at = :now "
+    "WHERE (lease_owner = :worker OR substr(lease_owner, 1, :prefix_length) = :prefix) "
+    f"AND status IN ({_ACTIVE}) AND lease_expires_at > :now "
+    "RETURNING id"
+)
+# Also returns the run's hold: the safe point of the calls whose approval this pause asks
+# for (bot.gate.safe_points), in the transaction that would store them.
+PAUSE_RUN = (
+    "UPDATE runs SET status = 'paused', history = :history, turn = turn + 1, "
+    "lease_owner = NULL, lease_expires_at = NULL, updated_at = :now "
+    f"WHERE id = :id AND lease_owner = :worker AND status IN ({_ACTIVE}) "
+    "RETURNING turn, requester, team_id, channel, thread_ts, "
+    "(SELECT action FROM run_holds WHERE run_holds.run_id = runs.id)"
+)
+FINISH_RUN = (
+    "UPDATE runs SET status = :status, answer = :answer, error = :error, lease_owner = NULL, "
+    "lease_expires_at = NULL, updated_at = :now{history} "
+    f"WHERE id = :id AND lease_owner = :worker AND status IN ({_ACTIVE})"
+)
+FINISH_RUN_KEEP_HISTORY = FINISH_RUN.format(history="")
+FINISH_RUN_WITH_HISTORY = FINISH_RUN.format(history=", history = :history")
+# A drive's lease owner is ``worker/token``; a decision's claim is already such a drive's (see
+# DecisionStore.decide), and runs while ``resuming`` until its first write. Pause and finish
+# accept either active status: the lease owner, a token per drive, is what fences drives.
+# Another drive of the same worker may still start the run afresh (a new token), which fences
+# the claimed one off: the worker's claims are ``worker`` or ``worker/…`` (a prefix test, as
+# RELEASE_LEASES).
+START_RESUMED_RUN = (
+    "UPDATE runs SET status = 'running', lease_owner = :owner, lease_expires_at = :lease_until, "
+    "updated_at = :now WHERE id = :id AND status = 'resuming' "
+    "AND (lease_owner = :worker OR substr(lease_owner, 1, :prefix_length) = :prefix) "
+    f"RETURNING {RUN_COLUMNS.sql}"
+)
+STALE_RUNS = (
+    f"SELECT id FROM runs WHERE status IN ({_ACTIVE}) AND lease_expires_at < :now "
+    "ORDER BY updated_at LIMIT :limit"
+)
+TAKE_OVER_RUN = (
+    "UPDATE runs SET status = 'running', lease_owner = :worker, lease_expires_at = :lease_until, "
+    "updated_at = :now "
+    f"WHERE id = :id AND status IN ({_ACTIVE}) AND lease_expires_at < :now "
+    f"RETURNING {RUN_COLUMNS.sql}"
+)
+# PostgreSQL: taken first by every transaction that can leave a paused run with nothing pending
+# (decide, expire, the sweeper's claim), so those transactions of one run take turns. Under
+# READ COMMITTED, CLAIM_RESUME's NOT EXISTS alone is a write skew: two deciders each still see
+# the other's approval pending and neither claims, stranding the run. Once the lock is held,
+# every later statement sees what the previous holder committed. NO KEY UPDATE: it conflicts
+# with itself and with UPDATEs of the run (pause, cancel, claim: they queue behind the same
+# lock, run row before approvals everywhere), but not with the key-share locks that inserting
+# an approval (foreign key to runs) takes. SQLite's BEGIN IMMEDIATE already serializes.
+LOCK_RUN = "SELECT id FROM runs WHERE id = :run_id FOR NO KEY UPDATE"
+LOCK_RUN_OF_APPROVAL = (
+    "SELECT runs.id FROM runs JOIN approvals ON approvals.run_id = runs.id "
+    "WHERE approvals.id = :approval_id FOR NO KEY UPDATE OF runs"
+)
+CLAIM_RESUME = (
+    "UPDATE runs SET status = 'resuming', lease_owner = :worker, "
+    "lease_expires_at = :lease_until, updated_at = :now "
+    "WHERE id = :run_id AND status = 'paused' AND NOT EXISTS ("
+    "SELECT 1 FROM approvals WHERE approvals.run_id = :run_id AND approvals.status = 'pending') "
+    # An operator's hold (storage.sql.holds) keeps the run paused until someone resumes it.
+    "AND NOT EXISTS (SELECT 1 FROM run_holds WHERE run_holds.run_id = :run_id)"
+)
+# Paused runs that nothing will resume: no approval pending, yet no decision claimed the
+# resume (a lost race before LOCK_RUN existed, or a bug). The sweeper's safety net.
+STRANDED_RUNS = (
+    "SELECT id FROM runs WHERE status = 'paused' AND NOT EXISTS ("
+    "SELECT 1 FROM approvals WHERE approvals.run_id = runs.id AND approvals.status = 'pending') "
+    "AND NOT EXISTS (SELECT 1 FROM run_holds WHERE run_holds.run_id = runs.id) "
+    "ORDER BY updated_at LIMIT :limit"
+)
+# A Workflow Builder step's run (status ``step``, storage.sql.steps) is cancelled the same way
+# while its approval is still pending; once decided, the step completes with the decision.
+CANCEL_PAUSED_RUN = (
+    "UPDATE runs SET status = 'cancelled', error = :reason, updated_at = :now "
+    "WHERE id = :run_id AND (status = 'paused' OR (status = 'step' AND EXISTS ("
+    "SELECT 1 FROM approvals WHERE approvals.run_id = :run_id "
+    "AND approvals.status = 'pending')))"
+)
+CANCEL_PENDING_APPROVALS = (
+    "UPDATE approvals SET status = 'cancelled', reason = :reason, decided_at = :now "
+    "WHERE run_id = :run_id AND status = 'pending' RETURNING id"
+)
+# A run that ended failed or cancelled runs none of its calls any more: an approved call
+# not yet started, or one still waiting (a callback armed, a retry due), is cancelled, not
+# left "approved" for ever. The
+# reason goes to ``result`` (as for every cancelled approved call): ``reason`` keeps the
+# approver's words.
+CANCEL_UNFINISHED_APPROVALS = (
+    "UPDATE approvals SET status = 'cancelled', result = :reason, "
+    "decided_at = COALESCE(decided_at, :now) "
+    "WHERE run_id = :run_id AND status IN ('pending', 'approved', 'armed', 'due') RETURNING id"
+)

@@ -1,0 +1,80 @@
+"""Cards: which message shows each approval, one poster at a time, and cards to edit again.
+
+Owns the ``approvals`` columns ``card_channel``, ``card_ts`` and ``card_claimed_until`` (the
+card outbox: a poster claims a card with a conditional UPDATE, posts it, then records it; one
+that died lets its claim run out and the sweeper posts it), and clears ``card_edits_due``
+(marked by a quorum vote, :mod:`.votes`) once an edit of the card shows the vote.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from storage.drivers import Database, Mode, Tx
+from storage.models import Approval
+from storage.sql.approvals import ADOPT_CARD, CARDS_TO_POST, CLAIM_CARD, SET_CARD
+from storage.sql.votes import CARD_EDITS_DUE, CLEAR_CARD_EDIT_DUE
+from storage.stores.rows import APPROVALS
+
+WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+
+
+class CardStore:
+    database: Database
+
+    async def claim_card(
+        self, approval_id: str, *, now: datetime, until: datetime
+    ) -> Approval | None:
+        """Claim posting a pending approval's card until ``until``: one poster at a time.
+
+        None when its card is posted, someone's live claim holds it, or it is no longer
+        pending. Post, then :meth:`set_card`; a poster that dies in between lets the claim
+        run out and the card is posted again (the one window for a second card).
+        """
+
+        def body(tx: Tx) -> Approval | None:
+            row = tx.one(CLAIM_CARD, {"id": approval_id, "now": now, "until": until})
+            return None if row is None else APPROVALS.load(tx, row)
+
+        return await self.database.run(body, WRITE)
+
+    async def cards_to_post(
+        self, now: datetime, *, created_before: datetime, limit: int = 100
+    ) -> list[str]:
+        """Pending approvals with no card and no live claim on posting one (the outbox)."""
+        params = {"now": now, "created_before": created_before, "limit": limit}
+
+        def body(tx: Tx) -> list[str]:
+            return [row[0] for row in tx.all(CARDS_TO_POST, params)]
+
+        return await self.database.run(body, READ_ONE)
+
+    async def adopt_card(self, approval_id: str, *, channel: str, ts: str) -> bool:
+        """Record a clicked card as the approval's card if it has none on record yet."""
+
+        def body(tx: Tx) -> bool:
+            return tx.execute(ADOPT_CARD, {"id": approval_id, "channel": channel, "ts": ts}) == 1
+
+        return await self.database.run(body, WRITE)
+
+    async def set_card(self, approval_id: str, *, channel: str, ts: str) -> None:
+        def body(tx: Tx) -> None:
+            tx.execute(SET_CARD, {"id": approval_id, "channel": channel, "ts": ts})
+
+        await self.database.run(body, WRITE)
+
+    async def card_edited(self, approval_id: str, *, before: datetime) -> None:
+        """The card shows the approval as read at ``before``: votes marked until then are on it."""
+
+        def body(tx: Tx) -> None:
+            tx.execute(CLEAR_CARD_EDIT_DUE, {"id": approval_id, "before": before})
+
+        await self.database.run(body, WRITE)
+
+    async def card_edits_due(self, *, before: datetime, limit: int = 100) -> list[str]:
+        """Approvals whose card a vote changed before ``before`` and no edit has shown since."""
+
+        def body(tx: Tx) -> list[str]:
+            return [r[0] for r in tx.all(CARD_EDITS_DUE, {"before": before, "limit": limit})]
+
+        return await self.database.run(body, READ_ONE)

@@ -1,0 +1,119 @@
+"""The steps several stores take inside their own transactions: the run's lock, the resume
+claim, cancelling a paused run, and a decision's row and outcome.
+
+Owns no table of its own; these are the transitions of ``runs`` and ``approvals`` that more
+than one aggregate makes (a decision, an expiry, an answer, a callback, an uninstall), written
+once so that every caller takes the run's lock first and claims a resume the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from storage.drivers import Tx
+from storage.models import Approval
+from storage.records import DecisionOutcome, RunBusy
+from storage.sql.approvals import DECIDE
+from storage.sql.runs import (
+    CANCEL_PAUSED_RUN,
+    CANCEL_PENDING_APPROVALS,
+    CANCEL_UNFINISHED_APPROVALS,
+    CLAIM_RESUME,
+    LOCK_RUN,
+    LOCK_RUN_OF_APPROVAL,
+    RUN_BY_ID,
+    RUN_BY_KEY,
+)
+from storage.stores.answers import store_answer
+from storage.stores.events import audit
+from storage.stores.rows import RUNS
+
+
+def lock_run(tx: Tx, run_id: str) -> None:
+    """Serialize this transaction with the others that may settle the run (see LOCK_RUN)."""
+    if tx.dialect == "postgresql":
+        tx.one(LOCK_RUN, {"run_id": run_id})
+
+
+def lock_run_of_approval(tx: Tx, approval_id: str) -> None:
+    """:func:`lock_run` for the run an approval belongs to, before touching the approval."""
+    if tx.dialect == "postgresql":
+        tx.one(LOCK_RUN_OF_APPROVAL, {"approval_id": approval_id})
+
+
+def claim_resume(tx: Tx, run_id: str, worker: str, lease_until: datetime, now: datetime) -> bool:
+    """``paused -> resuming`` once no approval of the run is pending; one caller wins.
+
+    The transaction must hold the run's lock (:func:`lock_run`, or an UPDATE of the run).
+    The claim is the only way out of ``paused`` towards running, so ``run_resumed`` is
+    audited here, once per resume, whoever then drives the run: the claimant, or another
+    worker that takes the ``resuming`` run over when the claimant never starts it.
+    """
+    params = {"run_id": run_id, "worker": worker, "lease_until": lease_until, "now": now}
+    if tx.execute(CLAIM_RESUME, params) != 1:
+        return False
+    audit(tx, now, "run_resumed", run_id=run_id, worker=worker)
+    return True
+
+
+def cancel_paused_run(tx: Tx, run_id: str, reason: str, now: datetime) -> bool:
+    """``paused -> cancelled`` with its pending approvals; the run's UPDATE comes first, so
+    it takes the run's lock before the approvals' (the order every transaction keeps)."""
+    params = {"run_id": run_id, "reason": reason, "now": now}
+    if tx.execute(CANCEL_PAUSED_RUN, params) != 1:
+        return False
+    # Each approval the cancel settles is in the audit trail, as any other cancel's is.
+    for (approval_id,) in tx.all(CANCEL_PENDING_APPROVALS, params):
+        audit(tx, now, "approval_cancelled", run_id=run_id, approval_id=approval_id, reason=reason)
+    audit(tx, now, "run_cancelled", run_id=run_id, reason=reason)
+    store_answer(tx, run_id, "cancelled", reason, now)  # "Stopped: …" in its thread
+    cancel_unfinished_approvals(tx, run_id, f"the run was cancelled: {reason}", now)
+    return True
+
+
+def cancel_unfinished_approvals(tx: Tx, run_id: str, reason: str, now: datetime) -> list[str]:
+    """Cancel (audited) the approvals a failed or cancelled run leaves approved or pending."""
+    params = {"run_id": run_id, "reason": reason, "now": now}
+    cancelled = [row[0] for row in tx.all(CANCEL_UNFINISHED_APPROVALS, params)]
+    for approval_id in cancelled:
+        audit(tx, now, "approval_cancelled", run_id=run_id, approval_id=approval_id, reason=reason)
+    return cancelled
+
+
+def run_busy(tx: Tx, conversation_key: str) -> RunBusy:
+    row = tx.one(RUN_BY_KEY, {"key": conversation_key})
+    assert row is not None
+    return RunBusy(RUNS.load(tx, row))
+
+
+def decide_row(
+    tx: Tx,
+    approval_id: str,
+    status: str,
+    actor: str,
+    actor_name: str | None,
+    reason: str | None,
+    now: datetime,
+) -> Any:
+    """``pending -> approved | denied`` if still pending and unexpired: the row, else None.
+
+    One statement for every decision (a plain one, and the approve an edit makes)."""
+    # The name is what people knew the decider as: it cannot be longer than its column.
+    actor_name = actor_name[:255] if actor_name else None
+    params = {"id": approval_id, "status": status, "actor": actor, "actor_name": actor_name}
+    return tx.one(DECIDE, params | {"reason": reason, "now": now})
+
+
+def decided_outcome(
+    tx: Tx, approval: Approval, claim: bool, worker: str, lease_until: datetime, now: datetime
+) -> DecisionOutcome:
+    """A decision's outcome; one that leaves nothing of the run pending also claims its
+    resume (with ``claim``) in the same transaction."""
+    if not (claim and claim_resume(tx, approval.run_id, worker, lease_until, now)):
+        return DecisionOutcome(approval=approval, resume_claimed=False)
+    # The claim is the resume's start: the run as it stands under the claim is what
+    # the resumed drive starts from (only the lease's holder changes it).
+    run_row = tx.one(RUN_BY_ID, {"id": approval.run_id})
+    assert run_row is not None
+    return DecisionOutcome(approval=approval, resume_claimed=True, run=RUNS.load(tx, run_row))

@@ -1,0 +1,112 @@
+"""Background work starts after the acknowledgements being written, never before them."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+from bot.ops import BackgroundTasks
+
+
+async def test_work_spawned_while_answering_starts_after_the_answer() -> None:
+    background = BackgroundTasks()
+    happened: list[str] = []
+
+    async def work() -> None:
+        happened.append("work")
+
+    with background.acknowledging():
+        background.spawn(work(), name="work")
+        for _ in range(5):  # the loop runs other things while the answer is being written
+            await asyncio.sleep(0)
+        happened.append("answered")
+    await background.idle()
+    assert happened == ["answered", "work"]
+
+
+async def answer_until(background: BackgroundTasks, answered: asyncio.Event) -> None:
+    """Another request, being answered until ``answered`` is set."""
+    with background.acknowledging():
+        await answered.wait()
+
+
+async def test_no_work_starts_while_another_request_is_being_answered() -> None:
+    background = BackgroundTasks(ack_wait_limit=60.0)
+    happened: list[str] = []
+    answered = asyncio.Event()
+
+    async def work() -> None:
+        happened.append("work")
+
+    other = asyncio.create_task(answer_until(background, answered))
+    await asyncio.sleep(0)
+    background.spawn(work(), name="spawned outside any answer")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    happened.append("answered")
+    answered.set()
+    await other
+    await background.idle()
+    assert happened == ["answered", "work"]
+
+
+async def test_no_work_starts_between_the_answers_of_a_burst() -> None:
+    """Each answer of a burst is written in one go, so between two of them none is being
+    written: work still waits until the answers have stopped for ``quiet`` seconds."""
+    background = BackgroundTasks(ack_wait_limit=60.0, quiet=0.5)
+    happened: list[str] = []
+
+    async def work() -> None:
+        happened.append("work")
+
+    with background.acknowledging():
+        background.spawn(work(), name="spawned by the first click")
+    for click in range(20):
+        await asyncio.sleep(0)  # the loop runs whatever is ready between two answers
+        with background.acknowledging():
+            happened.append(f"answered {click}")
+    await background.idle()
+    assert happened == [*(f"answered {click}" for click in range(20)), "work"]
+
+
+async def test_a_stream_of_answers_delays_work_by_the_limit_at_most() -> None:
+    background = BackgroundTasks(ack_wait_limit=0.01)
+    answered, done = asyncio.Event(), asyncio.Event()
+
+    async def work() -> None:
+        done.set()
+
+    other = asyncio.create_task(answer_until(background, answered))
+    await asyncio.sleep(0)
+    background.spawn(work(), name="work")
+    await asyncio.wait_for(done.wait(), 10)  # while the other request is still answered
+    answered.set()
+    await other
+    await background.idle()
+
+
+async def test_work_cancelled_before_it_started_never_runs() -> None:
+    background = BackgroundTasks()
+    happened: list[str] = []
+
+    async def work() -> None:
+        happened.append("work")
+
+    coroutine = work()
+    with background.acknowledging():
+        background.spawn(coroutine, name="work")
+        assert await background.cancel_all() == ["work"]
+    assert happened == [] and len(background) == 0
+    # Closed, so never reported as "coroutine was never awaited".
+    assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+
+async def test_quiet_now_only_between_bursts_of_answers() -> None:
+    """What ``serve`` asks before fsyncing the executing record on the event loop."""
+    background = BackgroundTasks(fsync_quiet=0.05)
+    assert background.quiet_now()  # nothing answered yet
+    with background.acknowledging():
+        assert not background.quiet_now()
+    assert not background.quiet_now()  # answered just now: more may follow
+    await asyncio.sleep(0.06)
+    assert background.quiet_now()
