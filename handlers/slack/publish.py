@@ -223,7 +223,7 @@ class Publisher:
                 waiting,
                 progress_ts,
                 escape_text=False,
-                keep_as_progress=True,
+                waiting=True,
                 blocks=working_blocks(waiting, run.id),
             )
             for approval in outcome.new_approvals:
@@ -266,11 +266,12 @@ class Publisher:
         progress_ts: str | None,
         *,
         escape_text: bool = True,
-        keep_as_progress: bool = False,
+        waiting: bool = False,
         blocks: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Replace the progress message (or post) with ``text``. ``keep_as_progress``: the
-        message stays the run's progress message, for the run's next outcome to replace."""
+        """Replace the progress message (or post) with ``text``. ``waiting``: a pause's
+        waiting message, which stays the run's progress message for its resume to mark done,
+        unless the run was decided and resumed before it was shown (then it says so now)."""
         # Escape first: escaping can make text several times longer than Slack's limit.
         chunks = split_for_slack(escape(text) if escape_text else text)
         try:
@@ -278,6 +279,7 @@ class Publisher:
             first, rest = chunks[0], chunks[1:]
             # ``blocks`` (the text and its buttons) only for a message that fits in one.
             shown = blocks if blocks is not None and not rest else None
+            shown_ts = progress_ts
             if progress_ts:
                 await client.chat_update(
                     channel=run.channel, ts=progress_ts, text=first, blocks=shown or []
@@ -286,8 +288,11 @@ class Publisher:
                 posted = await client.chat_postMessage(
                     channel=run.channel, thread_ts=run.thread_ts, text=first, blocks=shown
                 )
-                if keep_as_progress and posted.get("ts"):
-                    await self.repo.set_progress(run.id, posted["ts"])
+                shown_ts = posted.get("ts")
+            if waiting and shown_ts and not await self.repo.set_waiting_progress(run.id, shown_ts):
+                await client.chat_update(
+                    channel=run.channel, ts=shown_ts, text=NO_LONGER_WAITING, blocks=[]
+                )
             for chunk in rest:
                 await client.chat_postMessage(
                     channel=run.channel, thread_ts=run.thread_ts, text=chunk
@@ -297,7 +302,7 @@ class Publisher:
                 "run %s: could not post to %s/%s: %s", run.id, run.channel, run.thread_ts, exc
             )
             return
-        if progress_ts and not keep_as_progress:
+        if progress_ts and not waiting:
             await self.repo.clear_progress(run.id, progress_ts)
 
     @logs.bound_to("approval_id")

@@ -107,8 +107,10 @@ class Streams:
             return False
         return self.mode == "on" or team_id not in self.refused
 
-    def live(self, run_id: str) -> bool:
-        return run_id in self._live
+    def live(self, run_id: str, ts: str | None = None) -> bool:
+        """Whether this process streams the run's answer (into the message ``ts``, if given)."""
+        stream = self._live.get(run_id)
+        return stream is not None and (ts is None or stream.ts == ts)
 
     async def start(self, run: Run, blocks: list[Chunk]) -> str | None:
         """Start the run's stream, ``blocks`` at its top (the Pause and Stop buttons); its
@@ -225,12 +227,15 @@ class Streams:
         finally:
             stream.sender = None
 
-    async def finish(self, run_id: str, last: list[Chunk] | None = None) -> bool:
-        """Stop the run's stream with what is still queued (and ``last``); True when Slack
-        took every chunk and the stop, so the thread shows the whole answer."""
-        stream = self._live.pop(run_id, None)
-        if stream is None:
+    async def finish(
+        self, run_id: str, ts: str | None = None, last: list[Chunk] | None = None
+    ) -> bool:
+        """Stop the run's stream (the one in the message ``ts``, if given) with what is still
+        queued (and ``last``); True when Slack took every chunk and the stop, so the thread
+        shows the whole answer."""
+        if not self.live(run_id, ts):
             return False
+        stream = self._live.pop(run_id)
         sender = stream.sender
         if sender is not None and stream.sending:
             with contextlib.suppress(Exception):
@@ -296,10 +301,12 @@ async def close_stream(
     message did."""
     run = outcome.run
     assert run is not None
-    # A busy answer is about another request: the run it names works on, streaming.
-    if outcome.status == "busy" or not streams.live(run.id):
+    # A busy answer is about another request: the run it names works on, streaming. Only
+    # the stream this drive opened is its to stop: a run approved (from /approvals, a DM
+    # copy) before this drive told the thread of its pause already streams its resume here.
+    if outcome.status == "busy" or not streams.live(run.id, progress_ts):
         return progress_ts
-    whole = await streams.finish(run.id)
+    whole = await streams.finish(run.id, progress_ts)
     if outcome.status == "completed" and whole:
         failpoint("stream_stopped")
         await answers.streamed(run.id)

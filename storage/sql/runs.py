@@ -29,6 +29,9 @@ CONTINUE_RUN = (
     f"WHERE id = :id AND status IN ({_FINISHED})"
 )
 SET_PROGRESS = "UPDATE runs SET progress_ts = :ts WHERE id = :id"
+# A pause's waiting message, only while the run still waits: one approved before it was
+# posted has resumed, and its resume's progress message is the one on record.
+SET_WAITING_PROGRESS = "UPDATE runs SET progress_ts = :ts WHERE id = :id AND status = 'paused'"
 # Only the message that was replaced: a newer progress message (a later resume) stays.
 CLEAR_PROGRESS = "UPDATE runs SET progress_ts = NULL WHERE id = :id AND progress_ts = :ts"
 RENEW_LEASE = (

@@ -31,6 +31,7 @@ from storage.sql.runs import (
     RUN_BY_ID,
     RUN_BY_KEY,
     SET_PROGRESS,
+    SET_WAITING_PROGRESS,
 )
 from storage.stores.answers import store_answer
 from storage.stores.events import audit
@@ -238,6 +239,15 @@ class RunStore:
             tx.execute(SET_PROGRESS, {"id": run_id, "ts": ts})
 
         await self.database.run(body, WRITE)
+
+    async def set_waiting_progress(self, run_id: str, ts: str) -> bool:
+        """Record a pause's waiting message as the progress message; False: the run no
+        longer waits (decided before the message was posted), and nothing is recorded."""
+
+        def body(tx: Tx) -> bool:
+            return tx.execute(SET_WAITING_PROGRESS, {"id": run_id, "ts": ts}) == 1
+
+        return await self.database.run(body, WRITE)
 
     async def clear_progress(self, run_id: str, ts: str) -> None:
         """The progress message ``ts`` was replaced by an outcome: the next one posts anew."""

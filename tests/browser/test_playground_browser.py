@@ -468,6 +468,9 @@ async def test_stale_clicks_lists_narrow_screens_reloads_and_reset(tmp_path: Pat
         payments = _conversation(page, "@approval-bot restart payments")
         search = _conversation(page, "@approval-bot restart search")
         await expect(_card(search)).to_contain_text('"service": "search"')
+        # Both cards are shown before bo decides: a decision from /approvals that comes
+        # before a card was posted leaves no card to show it (the card is posted pending).
+        await expect(_card(payments)).to_contain_text('"service": "payments"')
         # The timestamp shows the whole date on hover.
         stamp = payments.get_by_test_id("ts").first
         await expect(stamp).to_have_attribute("title", re.compile(r"20\d\d"))

@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from bot.engine import RunOutcome
+from handlers.slack.publish import NO_LONGER_WAITING
+from handlers.slack.streams import close_stream
 from playground.slack_server import Message
 from storage.repository import Repository
 from tests.conftest import BASE_CONFIG, make_config
@@ -265,3 +268,51 @@ def _far_future() -> Any:
     from datetime import datetime
 
     return datetime(2100, 1, 1)
+
+
+async def test_a_pause_told_late_stops_only_its_own_stream_not_the_resumes(
+    slack: Harness,
+) -> None:
+    """Approved from /approvals (or a DM copy) before the pausing drive has told the thread
+    of its pause, the run's resume already streams here: the late pause stops only the
+    stream it opened, so the resume's answer is not cut off ("message_not_in_streaming_
+    state") and left for the outbox."""
+    text = steps(
+        {
+            "say": "Restarting web.",
+            "tool_calls": [{"name": "restart_service", "arguments": {"service": "web"}}],
+        }
+    )
+    reply = await slack.mention(REQUESTER, text)
+    assert reply.message is not None
+    [paused] = streams(slack, reply.message.ts)
+    run = await slack.repo.get_run(slack.cards()[0].metadata["event_payload"]["run_id"])
+    assert run is not None
+    publisher = slack.bot.services.publisher
+    resumed = await publisher.streams.start(run, [])  # the resume's stream, opened first
+    assert resumed is not None
+    late = RunOutcome(run.id, "paused", run=run)
+    await close_stream(publisher.streams, slack.repo, publisher.answers, late, paused.ts)
+    assert publisher.streams.live(run.id, resumed)
+    assert slack.server.message(CHANNEL, resumed).stream_state == "streaming"  # type: ignore[union-attr]
+    assert await publisher.streams.finish(run.id, resumed)
+
+
+async def test_a_waiting_message_posted_after_the_resume_says_the_wait_is_over(
+    slack: Harness,
+) -> None:
+    """The pause's waiting message becomes the run's progress message only while the run
+    still waits: one posted after the run was approved and resumed says at once that it no
+    longer waits, instead of "Waiting for a human" for good."""
+    reply = await slack.mention(REQUESTER, calls(("restart_service", {"service": "web"})))
+    [card] = slack.cards()
+    await slack.server.click(APPROVER, card, "approval_approve")
+    await slack.settle()
+    run = await slack.repo.get_run(card.metadata["event_payload"]["run_id"])
+    assert run is not None and run.status == "completed"
+    late = RunOutcome(run.id, "paused", run=run)
+    await slack.bot.services.publisher.outcome(late, progress_ts=None)
+    assert reply.message is not None
+    last = slack.thread_of(reply)[-1]
+    assert last.text == NO_LONGER_WAITING, last.text
+    assert (await slack.repo.get_run(run.id)).progress_ts is None  # type: ignore[union-attr]
