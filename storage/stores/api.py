@@ -46,12 +46,8 @@ from storage.sql.api import (
     WEBHOOK_RETRY_NOW,
     WEBHOOKS_DUE,
 )
-from storage.sql.approvals import INSERT_APPROVAL, INSERT_APPROVER, approver_rows
-from storage.sql.reach import ReachPlan
 from storage.stores.events import audit
-from storage.stores.reach import insert_reach
-from storage.stores.rows import APPROVALS
-from storage.stores.steps import approval_row
+from storage.stores.steps import insert_request_approval
 from storage.stores.transitions import cancel_paused_run
 
 WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
@@ -193,11 +189,7 @@ class ApiStore:
                 if row is None:  # a run of another kind holds the key: never ours
                     raise ValueError(f"conversation key {key} is taken")
                 return ApiStarted(approval_id=row[0], created=False, body_hash=row[1])
-            values = approval_row(draft, run_id, token.team_id, channel, token.requester, now)
-            tx.execute(INSERT_APPROVAL, APPROVALS.params(values))
-            tx.executemany(INSERT_APPROVER, approver_rows([values]))
-            plan = ReachPlan(draft.remind_at, draft.escalate_at, tuple(draft.escalate_to))
-            insert_reach(tx, [values], {draft.id: plan})
+            insert_request_approval(tx, draft, run_id, token.team_id, channel, token.requester, now)
             tx.execute(
                 INSERT_API_REQUEST,
                 {

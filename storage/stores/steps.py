@@ -12,7 +12,6 @@ from the approval), claimed by one completer at a time, and recorded once Slack 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from storage.drivers import Database, Mode, Tx
 from storage.records import ApprovalDraft, StepStarted, StepToComplete
@@ -69,11 +68,7 @@ class StepStore:
                 if row is None:  # the run row of another kind holds the key: never ours
                     raise ValueError(f"conversation key {key} is taken")
                 return StepStarted(approval_id=row[1], run_id=row[2], created=False)
-            row_values = approval_row(draft, run_id, team_id, channel, requester, now)
-            tx.execute(INSERT_APPROVAL, APPROVALS.params(row_values))
-            tx.executemany(INSERT_APPROVER, approver_rows([row_values]))
-            plan = ReachPlan(draft.remind_at, draft.escalate_at, tuple(draft.escalate_to))
-            insert_reach(tx, [row_values], {draft.id: plan})
+            insert_request_approval(tx, draft, run_id, team_id, channel, requester, now)
             tx.execute(
                 INSERT_STEP,
                 {
@@ -185,12 +180,18 @@ class StepStore:
         await self.database.run(body, WRITE)
 
 
-def approval_row(
-    draft: ApprovalDraft, run_id: str, team_id: str, channel: str, requester: str, now: datetime
-) -> dict[str, Any]:
-    """A step's (or an API request's) approval as a whole ``approvals`` row: a run of its
-    own, one turn, no thread (its card starts the channel's)."""
-    return new_approval_row(
+def insert_request_approval(
+    tx: Tx,
+    draft: ApprovalDraft,
+    run_id: str,
+    team_id: str,
+    channel: str,
+    requester: str,
+    now: datetime,
+) -> None:
+    """Store a step's (or an API request's) approval with its approvers and reach: a run of
+    its own, one turn, no thread (its card starts the channel's)."""
+    values = new_approval_row(
         draft,
         run_id=run_id,
         turn=1,
@@ -200,3 +201,7 @@ def approval_row(
         thread_ts="",
         now=now,
     )
+    tx.execute(INSERT_APPROVAL, APPROVALS.params(values))
+    tx.executemany(INSERT_APPROVER, approver_rows([values]))
+    plan = ReachPlan(draft.remind_at, draft.escalate_at, tuple(draft.escalate_to))
+    insert_reach(tx, [values], {draft.id: plan})
