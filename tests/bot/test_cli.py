@@ -23,6 +23,7 @@ from bot.clock import utcnow
 from bot.ids import new_run_id
 from storage.repository import Repository
 from tests.conftest import POSTGRES_URL, make_config
+from tests.support.cli_runs import run_cli, sqlite_config
 from tests.support.serve_process import ROOT, free_port
 from tests.support.slack_harness import CHANNEL, has_buttons, running_bot
 
@@ -37,16 +38,7 @@ approvers = ["U0APPROVER1"]
 
 @pytest.fixture
 def config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "bot.toml"
-    path.write_text(CONFIG)
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
-    return path
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return sqlite_config(tmp_path, monkeypatch, CONFIG)
 
 
 def test_ask_list_decide_show(config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from bot.cli.app import main
 from bot.cli.parser import build_parser
+from tests.support.cli_runs import run_cli
 
 CONFIG = """
 model = "scripted"
@@ -23,12 +24,6 @@ tools = ["tests.support.ops_tools:get_status", "tests.support.ops_tools:restart_
 approvers = ["U0APPROVER1"]
 """
 RESTART = json.dumps({"tool_calls": [{"name": "restart_service", "arguments": {"service": "db"}}]})
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture

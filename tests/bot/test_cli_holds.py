@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.app import main
+from tests.support.cli_runs import run_cli, sqlite_config
 
 CONFIG = """
 model = "scripted"
@@ -23,16 +24,7 @@ approvers = ["U0APPROVER1"]
 
 @pytest.fixture
 def config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "bot.toml"
-    path.write_text(CONFIG)
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
-    return path
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return sqlite_config(tmp_path, monkeypatch, CONFIG)
 
 
 def test_pause_decide_meanwhile_resume_list_show(

@@ -11,6 +11,7 @@ import pytest
 
 from bot.cli.app import main
 from tests.support import recovery_tools
+from tests.support.cli_runs import run_cli, sqlite_config
 
 CONFIG = """
 model = "scripted"
@@ -28,17 +29,9 @@ def _flaky() -> Iterator[None]:
 
 @pytest.fixture
 def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    path = tmp_path / "bot.toml"
-    path.write_text(CONFIG)
-    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    path = sqlite_config(tmp_path, monkeypatch, CONFIG)
     assert main(["--config", str(path), "db", "upgrade"]) == 0
     return ["--config", str(path)]
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def ask(capsys: pytest.CaptureFixture[str], cfg: list[str]) -> dict[str, str]:
