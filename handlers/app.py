@@ -109,7 +109,8 @@ def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
         oauth_settings=(
             oauth_settings(services.repo, services.clients, settings) if settings.oauth else None
         ),
-        authorize=WorkspaceAuthorize(services.clients) if settings.oauth else None,
+        # bolt types ``authorize`` as a plain callable; an AsyncAuthorize is what it calls.
+        authorize=WorkspaceAuthorize(services.clients) if settings.oauth else None,  # type: ignore[arg-type]
     )
     app.middleware(refuse_malformed)
 

@@ -395,10 +395,11 @@ def first_input(approval: Approval | None, schema: dict[str, Any]) -> str:
 def edit_context(approval: Approval) -> Block | None:
     """The card's line on an edit: who changed what (and, while it still waits, why the
     edited call asks for more approvers)."""
-    if getattr(approval, "edited_arguments", None) is None:
+    edited = getattr(approval, "edited_arguments", None)
+    if edited is None:
         return None
     when = slack_date(approval.edited_at) if approval.edited_at else ""
-    what = escaped_within(changes_text(approval.arguments, approval.edited_arguments), 2000)
+    what = escaped_within(changes_text(approval.arguments, edited), 2000)
     text = f":pencil2: Edited by {mention(approval.edited_by or '')} {when}: {what}"
     if approval.status == "pending" and approval.reason:
         text += f"\n:lock: Still waiting: {escaped_within(approval.reason, 500)}."

@@ -59,7 +59,9 @@ def escaped_within(text: str, limit: int) -> str:
 
 def escaped_pieces(text: str, size: int) -> list[str]:
     """``escape(text)`` in pieces of at most ``size`` characters, none cut inside an entity."""
-    pieces, piece, length = [], [], 0
+    pieces: list[str] = []
+    piece: list[str] = []
+    length = 0
     for char in text:
         escaped = escape(char)
         if length + len(escaped) > size:

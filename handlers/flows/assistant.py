@@ -59,6 +59,8 @@ from storage.models import Approval, Run
 from storage.repository import DATABASE_FAILURES
 
 log = logging.getLogger(__name__)
+# A suggested prompt left unanswered (said so in the pane) rather than failing the event.
+PROMPT_FAILURES: tuple[type[BaseException], ...] = (GroupLookupFailed, *DATABASE_FAILURES)
 
 # Kinds of pause a person decides: they get the waiting line and the channel copy.
 DECIDED_BY_PEOPLE = ("approval", "recovery")
@@ -114,7 +116,7 @@ async def answer_prompt(
         command = {"user_id": user, "team_id": team, "team_domain": domain, "channel_id": channel}
         view = "mine" if prompt == MY_REQUESTS else "approve"
         text, blocks = await approvals_page(services, command, view, 0)
-    except (GroupLookupFailed, *DATABASE_FAILURES) as exc:
+    except PROMPT_FAILURES as exc:
         log.error("pane prompt %r for %s not answered: %s", prompt, user, exc)
         await pane.say(team, channel, thread_ts, LIST_FAILED)
         return

@@ -11,8 +11,9 @@ can get when it is refused or the database does not answer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from bot.policy import NotAllowed, ensure_may_see
 from handlers.services import Services
@@ -23,7 +24,7 @@ from storage.repository import DATABASE_FAILURES, time_limit
 log = logging.getLogger(__name__)
 
 # Sends an ephemeral answer to the person who clicked.
-Tell = Callable[[str], Awaitable[None]]
+Tell = Callable[[str], Coroutine[Any, Any, None]]
 
 NOT_HERE = ":no_entry: That approval does not belong to this workspace or channel."
 LOOKUP_FAILED = ":warning: I couldn't look that approval up just now. Please try again."

@@ -34,6 +34,9 @@ from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, PendingFilter
 
 log = logging.getLogger(__name__)
+# A list refreshed after a click: the database, a user group Slack could not list, or the
+# response URL failing leaves the list as it was (the click has decided already).
+REFRESH_FAILURES: tuple[type[BaseException], ...] = (*DATABASE_FAILURES, GroupLookupFailed, OSError)
 
 PAGE_SIZE = 10
 # Slack's limit of blocks in one message.
@@ -144,7 +147,7 @@ def list_refresher(
             answer = await AsyncWebhookClient(response_url, session=services.client.session).send(
                 text=text, blocks=blocks, replace_original=True
             )
-        except (*DATABASE_FAILURES, GroupLookupFailed, OSError) as exc:
+        except REFRESH_FAILURES as exc:
             log.warning("approval %s: its /approvals list not refreshed (%s)", approval_id, exc)
             return
         if answer.status_code != 200:

@@ -99,6 +99,7 @@ def register(app: AsyncApp, services: Services) -> None:
             stop_from_slack(services, event, team),
             name=f"session stopped {event['channel']}/{event.get('thread_ts')}",
         )
+        return None
 
     @app.event("message", matchers=[_person_in_dm])
     async def on_pane_message(

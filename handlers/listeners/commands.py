@@ -95,7 +95,7 @@ def register(app: AsyncApp, services: Services) -> None:
             "channel_id": (body.get("channel") or {}).get("id")
             or (body.get("container") or {}).get("channel_id", ""),
         }
-        view = wanted.get("view") if wanted.get("view") in VIEWS.values() else "approve"
+        view = str(wanted["view"]) if wanted.get("view") in VIEWS.values() else "approve"
         page = wanted.get("page")
         if not isinstance(page, int) or isinstance(page, bool) or not 0 <= page <= MAX_PAGE:
             page = 0

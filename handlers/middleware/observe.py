@@ -39,7 +39,8 @@ def request_kind(body: dict[str, Any]) -> str:
 def request_ids(body: dict[str, Any]) -> dict[str, str | None]:
     """The workspace, channel and approval a Slack payload is about, where it says."""
     team = body.get("team_id") or (body.get("team") or {}).get("id")
-    event = body.get("event") if isinstance(body.get("event"), dict) else {}
+    raw_event = body.get("event")
+    event: dict[str, Any] = raw_event if isinstance(raw_event, dict) else {}
     channel = (
         body.get("channel_id")
         or event.get("channel")

@@ -94,7 +94,7 @@ class UserGroups:
         try:
             client = self.client if self.clients is None else await self.clients.for_team(team)
             response = await client.usergroups_users_list(usergroup=group)
-            members = frozenset(response.get("users", []))
+            members: frozenset[str] = frozenset(response.get("users", []))
         except SlackApiError as exc:
             if exc.response.get("error") == "ratelimited":
                 raise GroupLookupFailed(f"Slack rate limited the lookup of {group}") from exc

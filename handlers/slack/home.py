@@ -193,7 +193,8 @@ class HomeTabs:
         held = [
             (run, hold)
             for run, hold in await self.repo.list_runs(status="held", limit=100)
-            if run.team_id == team and user in (run.requester, hold.requested_by)
+            if run.team_id == team
+            and user in (run.requester, hold.requested_by if hold is not None else None)
         ]
         view = home_view(
             batches=batches,

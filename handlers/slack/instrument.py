@@ -37,7 +37,7 @@ class RateLimitCounter(AsyncRetryHandler):
 class InstrumentedWebClient(AsyncWebClient):
     """An AsyncWebClient that counts the calls that fail, by method and error."""
 
-    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:  # type: ignore[override]
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
         try:
             return await super().api_call(api_method, **kwargs)
         except SlackApiError as exc:

@@ -378,7 +378,7 @@ class Publisher:
             latest_at = utcnow()
             latest = await self.repo.get_approval(approval_id)
             latest_state = await self._state(latest) if latest is not None else None
-            if latest is None or latest_state == state:
+            if latest is None or latest_state is None or latest_state == state:
                 if edited and (approval.min_approvals or 1) > 1:
                     # The votes read then are on the card: the sweeper need not edit it
                     # (a batch's card shows every call's votes).

@@ -66,7 +66,7 @@ class NotInstalled(SlackApiError):
     def __init__(self, team_id: str) -> None:
         response = {"ok": False, "error": "not_installed"}
         self.sentence = f"the app is not installed in workspace {team_id!r}"
-        super().__init__(self.sentence, response)  # type: ignore[arg-type]
+        super().__init__(self.sentence, response)
 
     def __str__(self) -> str:
         # One line in a log (SlackApiError adds "\nThe server responded with: …").
@@ -83,7 +83,7 @@ class TokenUnavailable(SlackApiError):
             f"the bot token of workspace {team_id!r} has expired and could not be refreshed "
             f"({why}); the next request tries again"
         )
-        super().__init__(self.sentence, response)  # type: ignore[arg-type]
+        super().__init__(self.sentence, response)
 
     def __str__(self) -> str:
         return self.sentence
