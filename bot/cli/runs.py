@@ -115,6 +115,11 @@ async def runs_cancel(repo: Repository, config: Config, args: argparse.Namespace
         complain(args.run_id, f"only a run waiting for approvals can be cancelled; {state}")
         return EXIT_REFUSED
     print(f"run {args.run_id}: cancelled")
+    # Its sub-agents' runs are stopped with it (issue 20 section 1).
+    for child_id in await repo.hold_children(
+        args.run_id, action="stop", actor=args.actor, reason=args.reason, now=runner.clock()
+    ):
+        print(f"run {child_id}: stopped (a sub-agent of {args.run_id})")
     slack = slack_services(repo, runner, config)
     if slack:
         from handlers.flows import announce_cancelled

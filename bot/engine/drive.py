@@ -14,6 +14,7 @@ cancelled for a Stop (:func:`bot.engine.holds.stop_at_safe_point`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -48,6 +49,7 @@ from bot.gate import (
     hold_requested,
 )
 from bot.gate.stream_events import EventListener, RunEvent, task_event
+from bot.gate.turn import DelegationContext
 from bot.ops import failpoint, logs
 from bot.ops import metric_hooks as metrics
 from bot.ops.outage import OutageLog
@@ -58,6 +60,8 @@ from storage.repository import LeaseLost, Repository, RunHeld
 log = logging.getLogger(__name__)
 
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8080"
+# Ancestors read to find a run's chain of agents: past any sane max_delegation_depth.
+MAX_CHAIN_READ = 32
 
 
 class ToolCallIdReused(Exception):
@@ -96,10 +100,13 @@ class Drives:
         leases: Leases,
         claims: Claims,
         outages: OutageLog | None = None,
+        agent_tools: dict[str, list[llm.Tool]] | None = None,
     ) -> None:
         self.repo = repo
         self.config = config
         self.tools = tools
+        # Sub-agents' tools (issue 20 section 1), gated as the main agent's are.
+        self.agent_tools = agent_tools or {}
         self.leases = leases
         self.claims = claims
         self.outages = outages or OutageLog()
@@ -128,6 +135,30 @@ class Drives:
         if model_id not in self._models:
             self._models[model_id] = llm.get_async_model(model_id)
         return self._models[model_id]
+
+    def tools_for(self, run: Run) -> list[llm.Tool]:
+        """The tools a run's agent has: the main agent's, or its ``[agents.NAME]``'s (an agent
+        no longer configured has none: its calls are answered as unconfigured ones)."""
+        if run.agent is None:
+            return self.tools
+        return self.agent_tools.get(run.agent, [])
+
+    async def delegation_for(self, run: Run) -> DelegationContext | None:
+        """What the delegate tool needs in this run: the agents, the depth limit, and the
+        agents up the run's chain (read from its ancestors)."""
+        if not self.config.agents:
+            return None
+        chain: list[str] = []
+        current: Run | None = run
+        while current is not None and current.agent is not None:
+            chain.insert(0, current.agent)
+            if current.parent_run_id is None or len(chain) > MAX_CHAIN_READ:
+                break
+            current = await self.repo.get_run(current.parent_run_id)
+        agents = {a.name: (a.model, a.system_prompt) for a in self.config.agents.values()}
+        return DelegationContext(
+            agents=agents, max_depth=self.config.max_delegation_depth, chain=tuple(chain)
+        )
 
     @metrics.times_resumes
     @logs.bound_to("run_id")
@@ -188,6 +219,7 @@ class Drives:
             interruption=lambda: self.stopping,
             on_progress=self.on_progress,
             on_event=self.on_event,
+            delegation=await self.delegation_for(run),
         )
         if just_opened:
             turn.hold_read_since(turn.hold_epoch, None)
@@ -232,7 +264,7 @@ class Drives:
                 chain_limit=self.config.chain_limit
             )
             async for response in conversation.chain(
-                **_chain_input(history), tools=[*self.tools]
+                **_chain_input(history), tools=[*self.tools_for(run)]
             ).responses():
                 # A safe point: an operator's pause takes effect before the model call.
                 action = await hold_at_safe_point(turn)
@@ -275,15 +307,21 @@ class Drives:
             return await self._fail(run, turn.failures[0].original, owner)
         answer = await last.text() if last is not None else ""
         final_history = await _history_at(last, history)
-        await self.repo.finish_run(
+        parent = await self.repo.finish_run(
             run.id,
             worker=owner,
             status="completed",
             history=[stored(m) for m in final_history],
             answer=answer,
             now=self.leases.clock(),
+            claimer=self.leases.worker_id,
+            lease_until=self.leases.until(),
         )
-        return RunOutcome(run_id=run.id, status="completed", answer=answer, run=run)
+        if parent is not None:
+            failpoint("child_ended")
+        outcome = RunOutcome(run_id=run.id, status="completed", answer=answer, run=run)
+        outcome.parent_resume = parent
+        return outcome
 
     async def _answer_from_approvals(
         self, run: Run, history: list[Message], turn: TurnContext
@@ -303,7 +341,7 @@ class Drives:
         turn.approvals = {
             c.tool_call_id: requested[c.tool_call_id] for c in calls if c.tool_call_id in requested
         }
-        configured = {tool.name for tool in self.tools}
+        configured = {tool.name for tool in self.tools_for(run)}
         unconfigured = [c for c in calls if c.name not in configured]
         if not unconfigured:
             return history
@@ -345,6 +383,15 @@ class Drives:
             return await self._fail(
                 run, TooManyApprovals(len(turn.drafts), self.config.max_approvals_per_turn), owner
             )
+        # Sub-agents' runs start under leases of their own (the caller drives them).
+        drafts = [
+            dataclasses.replace(
+                d, child=dataclasses.replace(d.child, lease_owner=self.leases.new_owner())
+            )
+            if d.child is not None
+            else d
+            for d in turn.drafts
+        ]
         try:
             pause = await self.repo.save_pause(
                 run.id,
@@ -353,7 +400,7 @@ class Drives:
                 history=[stored(m) for m in history],
                 # Many calls of one tool under the same approvers share one card
                 # (bot.engine.batches).
-                drafts=batched(turn.drafts, self.config.batch_threshold_for),
+                drafts=batched(drafts, self.config.batch_threshold_for),
                 still_pending=turn.still_pending,
                 lease_until=self.leases.until(),
                 now=self.leases.clock(),
@@ -367,7 +414,13 @@ class Drives:
             # Every approval it waited for was decided while it ran (their deciders could
             # not resume a run that was not paused yet): carry straight on.
             return await self.resume(run.id)
-        return RunOutcome(run_id=run.id, status="paused", new_approvals=pause.approvals, run=run)
+        return RunOutcome(
+            run_id=run.id,
+            status="paused",
+            new_approvals=pause.approvals,
+            run=run,
+            children=pause.children,
+        )
 
     async def _held_before_drafts(
         self, run: Run, history: list[Message], turn: TurnContext, owner: str, action: str
@@ -396,8 +449,14 @@ class Drives:
     async def _fail(self, run: Run, exc: BaseException, owner: str) -> RunOutcome:
         message = describe_failure(exc, self.config.chain_limit)
         try:
-            await self.repo.finish_run(
-                run.id, worker=owner, status="failed", error=message, now=self.leases.clock()
+            parent = await self.repo.finish_run(
+                run.id,
+                worker=owner,
+                status="failed",
+                error=message,
+                now=self.leases.clock(),
+                claimer=self.leases.worker_id,
+                lease_until=self.leases.until(),
             )
         except LeaseLost:
             # The run is another drive's now: this failure is not the run's, say nothing.
@@ -407,7 +466,11 @@ class Drives:
         # the message: its traceback only buried that line.
         configuration = isinstance(exc, (llm.UnknownModelError, llm.NeedsKeyException))
         log.error("run %s failed: %s", run.id, message, exc_info=None if configuration else exc)
-        return RunOutcome(run_id=run.id, status="failed", error=message, run=run)
+        if parent is not None:
+            failpoint("child_ended")
+        return RunOutcome(
+            run_id=run.id, status="failed", error=message, run=run, parent_resume=parent
+        )
 
 
 FAILURE_LINE_LIMIT = 500

@@ -74,6 +74,10 @@ class Holds:
             text, code = REFUSALS[outcome.result]
             status = outcome.run.status if outcome.run else ""
             raise HoldRefused(text.format(run_id=shown_id(run_id), status=status), code)
+        # Its sub-agents' runs are paused or stopped with it (issue 20 section 1).
+        await self.repo.hold_children(
+            run_id, action=action, actor=actor, reason=reason, now=self.leases.clock()
+        )
         return outcome
 
     async def stop(
@@ -109,6 +113,8 @@ class Holds:
             )
         if outcome.claimed is not None:
             self.claims.remember_run(outcome.claimed)
+        # Its sub-agents' runs resume with it (the sweeper carries them on).
+        await self.repo.release_children(run_id, actor=actor, now=self.leases.clock())
         return outcome
 
     async def expire(self) -> list[str]:

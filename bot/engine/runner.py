@@ -43,7 +43,7 @@ from bot.gate import wrap_tools
 from bot.gate.stream_events import EventListener
 from bot.ids import new_run_id
 from bot.ops.outage import OutageLog
-from bot.pauses import ASK_USER_TOOL, ToolProgress
+from bot.pauses import ASK_USER_TOOL, ToolProgress, delegate_tool
 from storage.models import Run
 from storage.repository import Repository, RunBusy
 
@@ -63,9 +63,21 @@ class Runner:
         self.config = config
         self.worker_id = worker_id or default_worker_id()
         builtin = [ASK_USER_TOOL] if config.ask_user else []
-        names = {tool.name for tool in config.tools}
-        builtin = [tool for tool in builtin if tool.name not in names]  # a configured one wins
-        self.tools = wrap_tools([*config.tools, *builtin], config.policy_for)
+        if config.agents and config.delegate:
+            # Sub-agents (issue 20 section 1): offered to every agent, the depth limit and
+            # the chain checked when it is called (bot.gate.pause_rows).
+            agents = [(a.name, a.description) for a in config.agents.values()]
+            builtin.append(delegate_tool(agents))
+
+        def offered(tools: list[llm.Tool]) -> list[llm.Tool]:
+            names = {tool.name for tool in tools}
+            # A configured tool of the same name as a built-in one wins.
+            return wrap_tools(
+                [*tools, *(t for t in builtin if t.name not in names)], config.policy_for
+            )
+
+        self.tools = offered(list(config.tools))
+        agent_tools = {name: offered(list(a.tools)) for name, a in config.agents.items()}
         self.leases = Leases(self.worker_id, clock, config.run_lease)
         self.claims = Claims(self.leases)
         self.settlements = Settlements(repo, self.leases, self.claims)
@@ -73,7 +85,9 @@ class Runner:
         self.recoveries = Recoveries(self.settlements, config)
         # The process's database outage, as its loops log it (bot.ops.outage).
         self.outages = OutageLog(clock)
-        self.drives = Drives(repo, config, self.tools, self.leases, self.claims, self.outages)
+        self.drives = Drives(
+            repo, config, self.tools, self.leases, self.claims, self.outages, agent_tools
+        )
         # MCP servers (bot.mcp_servers) whose tools are not listed yet: a resumed call of one
         # of their tools waits for them rather than being cancelled as no longer configured.
         self.drives.unlisted_servers = {

@@ -17,6 +17,7 @@ from typing import Any
 from storage.drivers import Database, Mode, Tx
 from storage.models import Run, RunHold
 from storage.records import FINISHED_RUN_STATUSES, LeaseLost
+from storage.sql.delegations import UNFINISHED_CHILDREN
 from storage.sql.holds import (
     COUNT_HELD,
     DELETE_HOLD,
@@ -36,6 +37,7 @@ from storage.stores.transitions import (
     cancel_unfinished_approvals,
     claim_resume,
     lock_run,
+    settle_parent,
 )
 from storage.values import json_text
 
@@ -189,9 +191,49 @@ class HoldStore:
                 raise LeaseLost(run_id)
             audit(tx, now, "run_cancelled", run_id=run_id, reason=error)
             cancel_unfinished_approvals(tx, run_id, f"the run was cancelled: {error}", now)
+            # A child's end is its parent's result; the sweeper claims the parent's resume.
+            settle_parent(tx, run_id, "cancelled", answer=None, error=error, now=now)
             return error
 
         return await self.database.run(body, WRITE)
+
+    async def hold_children(
+        self, run_id: str, *, action: str, actor: str, reason: str | None, now: datetime
+    ) -> list[str]:
+        """Sub-agents (issue 20 section 1): pause or stop every unfinished run ``run_id``
+        delegated to, and theirs, each in a transaction of its own (a child's row is never
+        locked after its parent's in one transaction). The runs a hold reached."""
+        reached = []
+        for child_id in await self._unfinished_children(run_id):
+            outcome = await self.request_hold(
+                child_id, action=action, actor=actor, reason=reason, now=now
+            )
+            if outcome.result in ("held", "requested", "cancelled", "already"):
+                reached.append(child_id)
+            reached += await self.hold_children(
+                child_id, action=action, actor=actor, reason=reason, now=now
+            )
+        return reached
+
+    async def release_children(self, run_id: str, *, actor: str, now: datetime) -> list[str]:
+        """Resume the children a parent's pause held (:meth:`hold_children`): their holds
+        released, their resumes claimed with a lease that has run out already, so the
+        sweeper of any replica carries each on. The runs released."""
+        released = []
+        for child_id in await self._unfinished_children(run_id):
+            outcome = await self.release_hold(
+                child_id, actor=actor, worker="parent-resumed", lease_until=now, now=now
+            )
+            if outcome.released:
+                released.append(child_id)
+            released += await self.release_children(child_id, actor=actor, now=now)
+        return released
+
+    async def _unfinished_children(self, run_id: str) -> list[str]:
+        def body(tx: Tx) -> list[str]:
+            return [str(row[0]) for row in tx.all(UNFINISHED_CHILDREN, {"id": run_id})]
+
+        return await self.database.run(body, READ_ONE)
 
     async def release_hold(
         self, run_id: str, *, actor: str, worker: str, lease_until: datetime, now: datetime
