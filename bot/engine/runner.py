@@ -17,6 +17,7 @@ Callers hold the runner: its methods hand each job to the part that does it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -197,6 +198,20 @@ class Runner:
         """Resume a run whose resume this worker claimed (through a settlement or an
         expiry): see :meth:`bot.engine.drive.Drives.resume`."""
         return await self.drives.resume(run_id)
+
+    async def follow_delegations(self, outcome: RunOutcome) -> RunOutcome:
+        """Where there is no Slack to do it (the ``ask`` command): drive the children a pause
+        started, concurrently, and resume the parent whose resume one of their ends claimed;
+        the run's latest outcome (``handlers.flows.runs.follow_delegations`` in ``serve``)."""
+        if not outcome.children:
+            return outcome
+        ended = await asyncio.gather(*(self._followed(child) for child in outcome.children))
+        for parent in {o.parent_resume for o in ended if o.parent_resume == outcome.run_id}:
+            return await self.follow_delegations(await self.resume(parent))
+        return outcome
+
+    async def _followed(self, child: Run) -> RunOutcome:
+        return await self.follow_delegations(await self.drive(child))
 
     def report_progress_to(self, on_progress: Callable[[ToolProgress], None] | None) -> None:
         """Where running calls' ``progress()`` goes (the handlers show it in the thread)."""

@@ -14,6 +14,7 @@ from handlers.blocks.kit import (
     OUTCOME_DETAIL_LIMIT,
     Block,
     escaped_within,
+    list_row,
     mention,
     pause_ids,
     slack_date,
@@ -57,6 +58,14 @@ def render_delegation_notice(approval: Approval) -> tuple[str, list[Block]]:
         )
     blocks.append(pause_ids("Delegation", approval))
     return f"Waiting for {agent}", blocks
+
+
+def delegation_item(approval: Approval, age: str, link: str) -> list[Block]:
+    """A delegation on an /approvals page (or the Home): which agent works on what, for whom."""
+    agent = escaped_within(str(approval.arguments.get("agent", "")), 64)
+    line = f":robot_face: *{agent}* is working on: {_task(approval)}"
+    asked = f"delegated for {mention(approval.requester)} {age} ago"
+    return list_row(f"{line}\n{asked}{link}")
 
 
 def child_intro(agent: str, task: str, tools: Sequence[str]) -> str:

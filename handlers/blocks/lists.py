@@ -16,6 +16,7 @@ from typing import Any
 
 from handlers.blocks.batches import batch_item
 from handlers.blocks.cards import decision_buttons, outcome_text
+from handlers.blocks.delegations import DELEGATION, delegation_item
 from handlers.blocks.edits import current_arguments
 from handlers.blocks.kit import (
     Block,
@@ -158,6 +159,8 @@ def list_item(
             return question_item(approval, age, link)
         if kind_of(approval) == RECOVERY:
             return recovery_item(approval, age, link)
+        if kind_of(approval) == DELEGATION:
+            return delegation_item(approval, age, link)
         return wait_item(approval, age, link)
     summary, cut = escaped_arguments(current_arguments(approval))
     return list_row(

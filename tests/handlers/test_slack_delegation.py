@@ -46,6 +46,9 @@ async def test_a_childs_card_names_its_agent_and_its_click_lets_the_parent_finis
     assert "Tools it may use: `restart_service`, `ask_user`, `delegate`" in shown
     assert "Tools it may use: `get_status`, `ask_user`, `delegate`" in shown
     assert "Waiting for *operator*" in shown and "Waiting for *researcher*" in shown
+    listed = await slack.server.slash_command(REQUESTER, "C0OPS", text="all")
+    assert "*operator* is working on:" in listed.body
+    assert "*researcher* is working on: look" not in listed.body, "it answered already"
     (card,) = slack.cards()
     blocks = json.dumps(card.blocks)
     assert "requested by agent *operator* for <@U0REQUESTER>" in blocks
