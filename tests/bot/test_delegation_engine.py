@@ -209,3 +209,26 @@ async def test_a_stopped_child_is_the_parents_result_and_the_sweeper_resumes_it(
     assert "delegate=stopped by @U0REQUESTER: not today" in (resumed.answer or "")
     assert await runner.claim_stranded_runs() == []
     assert executed("restart_service") == []
+
+
+async def test_pausing_and_resuming_a_parent_pauses_and_resumes_its_children(
+    repo: Repository,
+) -> None:
+    runner = Runner(repo, agents_config(), worker_id="worker-a")
+    task = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "shop"}}]}
+    )
+    started = await runner.start(request(delegating(("operator", task))))
+    (child,) = started.children
+    paused = await runner.drive(child)
+    (approval,) = paused.new_approvals
+    await runner.pause_run(started.run_id, actor="U0REQUESTER")
+    hold = await repo.hold_of(child.id)
+    assert hold is not None and hold.action == "pause", "the child is held with its parent"
+    # Decided while held: recorded, but the child does not resume.
+    decision = await runner.decide(approval.id, actor="U0APPROVER1", approve=True)
+    assert not decision.resume_claimed
+    await runner.resume_run(started.run_id, actor="U0REQUESTER")
+    assert await repo.hold_of(child.id) is None
+    current = await repo.get_run(child.id)
+    assert current is not None and current.status == "resuming"
