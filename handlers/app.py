@@ -26,7 +26,6 @@ from bot.ops import BackgroundTasks
 from handlers import listeners
 from handlers.flows import CardGrants
 from handlers.flows.assistant import pane_events, run_state
-from handlers.flows.delegations import AgentCards
 from handlers.flows.runs import step_card_refused
 from handlers.middleware import parsed_request, refuse_malformed, signed
 from handlers.services import Services
@@ -63,8 +62,6 @@ def build_services(
     clients = clients or WorkspaceClients(client)
     publisher = Publisher(client, repo, clients)
     publisher.decorate_card = CardGrants(repo, config).decorate  # standing grants
-    if config.agents:  # a sub-agent's cards name it (handlers.flows.delegations)
-        publisher.decorate_card = AgentCards(repo, publisher.decorate_card).decorate
     publisher.answers.claim = min(publisher.answers.claim, config.run_lease)
     runner.report_progress_to(publisher.tool_progress.report)  # long tools' progress()
     publisher.streams.mode = config.streaming  # streamed answers (handlers.slack.streams)

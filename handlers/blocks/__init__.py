@@ -40,7 +40,7 @@ from handlers.blocks.cards import (
     outcome_text,
     render_approval_card,
 )
-from handlers.blocks.delegations import DELEGATION, agent_line, child_intro
+from handlers.blocks.delegations import DELEGATION, child_intro
 from handlers.blocks.edits import (
     EDIT,
     EDIT_MODAL,
@@ -174,7 +174,6 @@ __all__ = [
     "STOP_ACTION",
     "WHOLE_BLOCK",
     "Block",
-    "agent_line",
     "approve_value",
     "approvers_text",
     "card_text",

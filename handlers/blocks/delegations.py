@@ -1,5 +1,5 @@
-"""Block Kit for sub-agents (issue 20 section 1): a delegation's notice in the thread, the
-child's first message, and the line that names the agent on its cards.
+"""Block Kit for sub-agents (issue 20 section 1): a delegation's notice in the thread and the
+child's first message (its cards name the agent: ``kit.asked_by``).
 
 A delegation is a row of the ``approvals`` table of kind ``delegation``: the parent's
 ``delegate(agent, task)`` call waiting for its child run. Nobody clicks it; the child's end
@@ -73,13 +73,3 @@ def child_intro(agent: str, task: str, tools: Sequence[str]) -> str:
     shown = escaped_within(task, TASK_SHOWN_LIMIT)
     listed = ", ".join(f"`{escaped_within(t, 64)}`" for t in tools) or "none"
     return f"🤖 {escaped_within(agent, 64)} is working on: {shown}\nTools it may use: {listed}"
-
-
-def agent_line(agent: str, requester: str) -> Block:
-    """The line a child's card carries: "requested by agent researcher for @ana"."""
-    text = f":robot_face: requested by agent *{escaped_within(agent, 64)}* for {mention(requester)}"
-    return {
-        "type": "context",
-        "block_id": "agent_line",
-        "elements": [{"type": "mrkdwn", "text": text}],
-    }

@@ -20,10 +20,10 @@ from handlers.blocks.delegations import DELEGATION, delegation_item
 from handlers.blocks.edits import current_arguments
 from handlers.blocks.kit import (
     Block,
+    asked_by,
     button,
     escaped_arguments,
     list_row,
-    mention,
     shown_name,
     slack_date,
 )
@@ -152,7 +152,7 @@ def list_item(
     link = f" · <{permalink}|card>" if permalink else ""
     if batch:
         age = _age(now - approval.created_at)
-        return batch_item(batch, f"asked by {mention(approval.requester)} {age} ago{link}")
+        return batch_item(batch, f"{asked_by(approval)} {age} ago{link}")
     if approval.kind not in (None, "approval"):
         age = _age(now - approval.created_at)
         if kind_of(approval) == QUESTION:
@@ -165,7 +165,7 @@ def list_item(
     summary, cut = escaped_arguments(current_arguments(approval))
     return list_row(
         f"`{shown_name(approval.tool_name)}` `{summary}`\n"
-        f"asked by {mention(approval.requester)} {_age(now - approval.created_at)} ago"
+        f"{asked_by(approval)} {_age(now - approval.created_at)} ago"
         f" · expires {slack_date(approval.expires_at)}{link}{_progress(approval)}"
         + (f"\n{rule}" if (rule := rule_text(approval)) else ""),
         # Nobody approves arguments they could not read: offer the whole of them.

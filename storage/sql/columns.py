@@ -145,6 +145,7 @@ APPROVAL_COLUMNS = Columns(
         "recovery_of",
         "recovery_cause",
         "why",
+        "agent",
     ),
     json=("arguments", "approvers", "approved_by", "edited_arguments"),
     datetime=(

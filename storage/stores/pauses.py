@@ -101,7 +101,7 @@ class PauseStore:
             row = tx.one(PAUSE_RUN, params)
             if row is None:
                 raise LeaseLost(run_id)
-            turn, requester, team_id, channel, thread_ts, hold = row
+            turn, requester, team_id, channel, thread_ts, hold, agent = row
             if stop_if_held and hold is not None:
                 raise RunHeld(run_id, str(hold))  # rolls the pause back
             if still_pending:
@@ -122,6 +122,7 @@ class PauseStore:
                     channel=channel,
                     thread_ts=thread_ts,
                     now=now,
+                    agent=agent,
                 )
                 for draft in drafts
                 if not draft.adopt

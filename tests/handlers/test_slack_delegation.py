@@ -48,6 +48,13 @@ async def test_a_childs_card_names_its_agent_and_its_click_lets_the_parent_finis
     assert "Waiting for *operator*" in shown and "Waiting for *researcher*" in shown
     listed = await slack.server.slash_command(REQUESTER, "C0OPS", text="all")
     assert "*operator* is working on:" in listed.body
+    # The lineage: the child's call in /approvals and on the approver's App Home.
+    assert "asked by requested by" not in listed.body
+    assert "requested by agent *operator* for <@U0REQUESTER>" in listed.body
+    await slack.server.open_home(APPROVER)
+    await slack.settle()
+    home = json.dumps(slack.server.home_of(APPROVER), ensure_ascii=False)
+    assert "requested by agent *operator* for <@U0REQUESTER>" in home
     assert "*researcher* is working on: look" not in listed.body, "it answered already"
     (card,) = slack.cards()
     blocks = json.dumps(card.blocks)
