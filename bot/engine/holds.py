@@ -117,6 +117,11 @@ class Holds:
         await self.repo.release_children(run_id, actor=actor, now=self.leases.clock())
         return outcome
 
+    async def stop_orphans(self) -> list[str]:
+        """Stop sub-agents whose parent ended without them (the sweeper); the runs this
+        cancelled now (their threads are told), the working ones stop at a safe point."""
+        return await self.repo.stop_orphans(now=self.leases.clock())
+
     async def expire(self) -> list[str]:
         """Cancel the runs held longer than ``pause_ttl`` (none without it)."""
         if self.config.pause_ttl is None:

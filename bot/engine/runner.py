@@ -113,6 +113,7 @@ class Runner:
         self.resume_run = self.holds.resume
         self.stop_run = self.holds.stop
         self.expire_holds = self.holds.expire
+        self.stop_orphans = self.holds.stop_orphans
         # Workflow Builder steps: an approval with no agent behind it (bot.engine.steps).
         self.steps = Steps(repo, config, lambda: self.leases.clock())
 

@@ -8,7 +8,7 @@ SQLite (3.35+) and PostgreSQL; ``:name`` parameters.
 
 from __future__ import annotations
 
-from storage.records import ACTIVE_RUN_STATUSES
+from storage.records import ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES
 from storage.sql.columns import RUN_COLUMNS
 
 _UNFINISHED = ", ".join(f"'{s}'" for s in (*ACTIVE_RUN_STATUSES, "paused"))
@@ -23,6 +23,16 @@ SETTLE_DELEGATION = (
 )
 CHILDREN_OF_RUN = (
     f"SELECT {RUN_COLUMNS.sql} FROM runs WHERE parent_run_id = :id ORDER BY created_at, id"
+)
+# Children still working or waiting whose parent ended without them (cancelled by an expiry,
+# an uninstall, a Stop of a step's run): the sweeper stops them. A Stop already asked for is
+# left to take effect.
+_FINISHED = ", ".join(f"'{s}'" for s in FINISHED_RUN_STATUSES)
+ORPHANED_CHILDREN = (
+    "SELECT c.id, c.parent_run_id FROM runs c JOIN runs p ON p.id = c.parent_run_id "
+    f"WHERE c.status IN ({_UNFINISHED}) AND p.status IN ({_FINISHED}) "
+    "AND NOT EXISTS (SELECT 1 FROM run_holds h WHERE h.run_id = c.id AND h.action = 'stop') "
+    "ORDER BY c.created_at LIMIT :limit"
 )
 UNFINISHED_CHILDREN = (
     "SELECT id FROM runs WHERE parent_run_id = :id "

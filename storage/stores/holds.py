@@ -17,7 +17,7 @@ from typing import Any
 from storage.drivers import Database, Mode, Tx
 from storage.models import Run, RunHold
 from storage.records import FINISHED_RUN_STATUSES, LeaseLost
-from storage.sql.delegations import UNFINISHED_CHILDREN
+from storage.sql.delegations import ORPHANED_CHILDREN, UNFINISHED_CHILDREN
 from storage.sql.holds import (
     COUNT_HELD,
     DELETE_HOLD,
@@ -214,6 +214,23 @@ class HoldStore:
                 child_id, action=action, actor=actor, reason=reason, now=now
             )
         return reached
+
+    async def stop_orphans(self, *, now: datetime, limit: int = 50) -> list[str]:
+        """Stop the sub-agents' runs whose parent ended without them (the sweeper): a waiting
+        one is cancelled now, a working one at its next safe point. The runs cancelled now."""
+
+        def orphans(tx: Tx) -> list[tuple[str, str]]:
+            return [(str(r[0]), str(r[1])) for r in tx.all(ORPHANED_CHILDREN, {"limit": limit})]
+
+        cancelled = []
+        for child_id, parent_id in await self.database.run(orphans, READ_ONE):
+            reason = f"its parent run {parent_id} ended"
+            outcome = await self.request_hold(
+                child_id, action="stop", actor="parent-ended", reason=reason, now=now
+            )
+            if outcome.result == "cancelled":
+                cancelled.append(child_id)
+        return cancelled
 
     async def release_children(self, run_id: str, *, actor: str, now: datetime) -> list[str]:
         """Resume the children a parent's pause held (:meth:`hold_children`): their holds

@@ -232,3 +232,24 @@ async def test_pausing_and_resuming_a_parent_pauses_and_resumes_its_children(
     assert await repo.hold_of(child.id) is None
     current = await repo.get_run(child.id)
     assert current is not None and current.status == "resuming"
+
+
+async def test_children_of_a_parent_that_ended_without_them_are_stopped_by_the_sweeper(
+    repo: Repository,
+) -> None:
+    runner = Runner(repo, agents_config(), worker_id="worker-a")
+    task = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "shop"}}]}
+    )
+    started = await runner.start(request(delegating(("operator", task), ("researcher", "status"))))
+    first, second = started.children
+    await runner.drive(first)  # waits on its approval; the second has not run yet
+    # The parent ends some other way than a Stop (an expiry's on_expiry = "cancel", an
+    # uninstall): its children are not told in that transaction.
+    assert await repo.cancel_run(
+        started.run_id, reason="expired", actor="sweeper", now=runner.clock()
+    )
+    assert await runner.stop_orphans() == [first.id]
+    assert await runner.stop_orphans() == [], "the working one's Stop is asked for once"
+    assert (await runner.drive(second)).status == "cancelled"
+    assert await repo.unfinished_children(started.run_id) == []
