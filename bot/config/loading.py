@@ -200,6 +200,14 @@ class Config:
             remind_after=own.remind_after,
         )
 
+    def tool_named(self, name: str) -> llm.Tool | None:
+        """The configured tool of that name: a top-level one, else a sub-agent's (edits and
+        recoveries read its schema)."""
+        for tool in [*self.tools, *(t for agent in self.agents.values() for t in agent.tools)]:
+            if tool.name == name:
+                return tool
+        return None
+
     def policy_for(self, tool_name: str) -> Policy | None:
         """The tool's policy when its calls pass through it (approval required or denied,
         or rules that decide per call); None when the tool just runs."""

@@ -255,7 +255,7 @@ class Drives:
 
     async def _run_turn(self, run: Run, turn: TurnContext, owner: str) -> RunOutcome:
         history = [loaded(m) for m in run.history]
-        history, turn.held_results = unfold_results(history, {t.name for t in self.tools})
+        history, turn.held_results = unfold_results(history, {t.name for t in self.tools_for(run)})
         if history and history[-1].role != "user":
             history = await self._answer_from_approvals(run, history, turn)
         last: Any = None

@@ -211,6 +211,16 @@ class Runner:
             return await self.follow_delegations(await self.resume(parent))
         return outcome
 
+    async def resume_following(self, run_id: str) -> list[RunOutcome]:
+        """``resume``, then what follows without Slack: the children it delegated to, and
+        each parent whose resume an end up the chain claimed; every outcome, in order."""
+        outcome = await self.follow_delegations(await self.resume(run_id))
+        outcomes = [outcome]
+        while outcome.parent_resume is not None:
+            outcome = await self.follow_delegations(await self.resume(outcome.parent_resume))
+            outcomes.append(outcome)
+        return outcomes
+
     async def _followed(self, child: Run) -> RunOutcome:
         return await self.follow_delegations(await self.drive(child))
 

@@ -1,6 +1,7 @@
 """The sweeper: expires overdue approvals, takes over runs whose worker died, resumes paused
 runs that nothing is waiting for, cancels runs paused by an operator longer than
-``pause_ttl``, stops sub-agents whose parent ended without them, posts the cards and answers a crash or Slack left unposted (the outboxes),
+``pause_ttl``, stops sub-agents whose parent ended without them, posts the cards and answers
+a crash or Slack left unposted (the outboxes),
 completes the Workflow Builder steps whose approval is settled,
 forgets old Slack event ids. Every replica runs one; the
 conditional UPDATEs make them cooperate."""

@@ -65,3 +65,33 @@ def test_ask_drives_the_children_and_runs_show_shows_the_tree(
     assert [c["agent"] for c in researcher["children"]] == ["writer"]
     child = json.loads(run_cli(capsys, *cfg, "runs", "show", researcher["id"], "--json")[1])
     assert child["parent_run_id"] == run_id and child["agent"] == "researcher"
+
+
+def test_a_childs_approval_decided_from_the_terminal_lets_the_parent_finish(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "bot.toml"
+    path.write_text(
+        CONFIG
+        + """
+[agents.operator]
+description = "restarts services"
+tools = ["tests.support.ops_tools:restart_service"]
+
+[policies.restart_service]
+approvers = ["U0APPROVER1"]
+"""
+    )
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    cfg = ["--config", str(path)]
+    task = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "web"}}]}
+    )
+    call = {"name": "delegate", "arguments": {"agent": "operator", "task": task}}
+    run_cli(capsys, *cfg, "ask", json.dumps({"tool_calls": [call]}), "--as", "U0REQUESTER")
+    [listed] = json.loads(run_cli(capsys, *cfg, "approvals", "list", "--json")[1])
+    assert listed["tool"] == "restart_service", listed
+    code, out, _ = run_cli(
+        capsys, *cfg, "approvals", "decide", listed["id"], "--approve", "--as", "U0APPROVER1"
+    )
+    assert code == 0 and "delegate=Results: restart_service=restarted web" in out, out

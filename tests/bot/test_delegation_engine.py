@@ -253,3 +253,28 @@ async def test_children_of_a_parent_that_ended_without_them_are_stopped_by_the_s
     assert await runner.stop_orphans() == [], "the working one's Stop is asked for once"
     assert (await runner.drive(second)).status == "cancelled"
     assert await repo.unfinished_children(started.run_id) == []
+
+
+async def test_a_childs_call_is_gated_by_the_same_policies_edits_included(
+    repo: Repository,
+) -> None:
+    policies = {
+        "restart_service": {"approvers": ["U0APPROVER1"], "allow_edit": True},
+    }
+    runner = Runner(repo, agents_config(policies=policies), worker_id="worker-a")
+    task = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "shop"}}]}
+    )
+    started = await runner.start(request(delegating(("operator", task))))
+    (child,) = started.children
+    (approval,) = (await runner.drive(child)).new_approvals
+    assert approval.agent == "operator" and approval.approvers == ["U0APPROVER1"]
+    decision = await runner.edit_and_approve(
+        approval.id, actor="U0APPROVER1", arguments={"service": "cart"}
+    )
+    assert decision.resume_claimed
+    await follow(runner, await runner.resume(child.id))
+    assert executed("restart_service") == [{"service": "cart"}]
+    final = await repo.get_run(started.run_id)
+    assert final is not None and final.status == "completed"
+    assert "restarted cart" in (final.answer or "")
