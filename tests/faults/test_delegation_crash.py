@@ -77,3 +77,32 @@ async def test_kill_9_between_a_childs_end_and_the_parents_resume(
     assert trail.count("delegation_settled") == 2, trail
     children = await repo.children_of(parent_id)
     assert sorted(c.status for c in children) == ["completed", "completed"]
+
+
+async def test_kill_9_after_the_pause_that_started_the_children_is_stored(
+    deployment: Deployment,
+) -> None:
+    """The children are inserted with the parent's pause and nobody drove them yet: after the
+    restart the sweeper takes each over (its lease ran out), and the parent resumes once."""
+    first = await deployment.start(failpoint="pause_stored")
+    asked = await deployment.mention(
+        delegating(("researcher", "task-gamma"), ("writer", "task-delta"))
+    )
+    await deployment.crashed_at(first, "pause_stored")
+    running = await deployment.rows(
+        "SELECT agent, status FROM runs WHERE parent_run_id IS NOT NULL ORDER BY agent"
+    )
+    assert running == [("researcher", "running"), ("writer", "running")]
+
+    await deployment.start()
+    found = await eventually(
+        lambda: parent_answers(deployment, asked.ts), "the parent's answer after the restart"
+    )
+    await quiet_sweeps(deployment)
+    assert len(parent_answers(deployment, asked.ts)) == 1, "the parent answered once"
+    assert "task-gamma" in found[0] and "task-delta" in found[0]
+    repo = await deployment.repo()
+    ((parent_id,),) = await deployment.rows("SELECT id FROM runs WHERE parent_run_id IS NULL")
+    trail = [e.event for e in await repo.audit_trail(run_id=parent_id)]
+    assert trail.count("run_resumed") == 1, trail
+    assert len(await repo.children_of(parent_id)) == 2, "no child was started twice"
