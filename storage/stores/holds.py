@@ -53,6 +53,9 @@ class HoldOutcome:
     result: str
     run: Run | None = None
     hold: RunHold | None = None
+    # A sub-agent's run cancelled by a Stop: its parent, whose resume the Stop's caller
+    # claimed (bot.engine.holds), for the caller to resume.
+    parent_resume: str | None = None
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ async def test_stopping_a_parent_stops_its_children(repo: Repository) -> None:
     assert await repo.unfinished_children(started.run_id) == []
 
 
-async def test_a_stopped_child_is_the_parents_result_and_the_sweeper_resumes_it(
+async def test_a_stopped_child_is_the_parents_result_and_the_parent_resumes_once(
     repo: Repository,
 ) -> None:
     runner = Runner(repo, agents_config(), worker_id="worker-a")
@@ -198,12 +198,13 @@ async def test_a_stopped_child_is_the_parents_result_and_the_sweeper_resumes_it(
     started = await runner.start(request(delegating(("operator", task))))
     (child,) = started.children
     assert (await runner.drive(child)).status == "paused"
-    await runner.stop_run(child.id, actor="U0REQUESTER", reason="not today")
+    stopped = await runner.stop_run(child.id, actor="U0REQUESTER", reason="not today")
     (row,) = await repo.approvals_for_run(started.run_id)
     assert row.status == "completed" and row.result == "stopped by @U0REQUESTER: not today"
-    # The stop settled the row; the sweeper's claim of paused runs with nothing pending
-    # resumes the parent, once.
-    assert await runner.claim_stranded_runs() == [started.run_id]
+    # The stop settled the row; its caller claimed the parent's resume (else the sweeper's
+    # claim of paused runs with nothing pending would), once.
+    assert stopped.parent_resume == started.run_id
+    assert await runner.claim_stranded_runs() == []
     resumed = await runner.resume(started.run_id)
     assert resumed.status == "completed"
     assert "delegate=stopped by @U0REQUESTER: not today" in (resumed.answer or "")
