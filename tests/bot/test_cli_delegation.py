@@ -65,6 +65,9 @@ def test_ask_drives_the_children_and_runs_show_shows_the_tree(
     assert [c["agent"] for c in researcher["children"]] == ["writer"]
     child = json.loads(run_cli(capsys, *cfg, "runs", "show", researcher["id"], "--json")[1])
     assert child["parent_run_id"] == run_id and child["agent"] == "researcher"
+    code, out, _ = run_cli(capsys, *cfg, "audit", "export", "--since", "2000-01-01")
+    assert code == 0 and "sub-agent researcher started for run " + run_id in out
+    assert "ended completed" in out
 
 
 def test_a_childs_approval_decided_from_the_terminal_lets_the_parent_finish(
