@@ -410,6 +410,15 @@ class Drives:
         except RunHeld as held:
             return await self._held_before_drafts(run, history, turn, owner, held.action)
         failpoint("pause_stored")
+        if pause.children and (hold := await self.repo.hold_of(run.id)) is not None:
+            # Paused by an operator while it delegated: its children start held too.
+            await self.repo.hold_children(
+                run.id,
+                action=hold.action,
+                actor=hold.requested_by,
+                reason=hold.reason,
+                now=self.leases.clock(),
+            )
         if pause.resume_claimed:
             # Every approval it waited for was decided while it ran (their deciders could
             # not resume a run that was not paused yet): carry straight on.

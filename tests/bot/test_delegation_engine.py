@@ -14,7 +14,7 @@ from bot.config import Config
 from bot.engine import Runner, RunOutcome
 from storage.repository import Repository
 from tests.bot.test_engine import request, tool_results_in
-from tests.conftest import make_config
+from tests.conftest import BASE_CONFIG, make_config
 from tests.support.ops_tools import executed
 from tests.support.scripted_model import ScriptedModel
 
@@ -279,3 +279,43 @@ async def test_a_childs_call_is_gated_by_the_same_policies_edits_included(
     final = await repo.get_run(started.run_id)
     assert final is not None and final.status == "completed"
     assert "restarted cart" in (final.answer or "")
+
+
+async def test_children_started_while_an_operator_pauses_the_parent_start_held(
+    repo: Repository,
+) -> None:
+    from tests.support import hold_tools
+
+    config = agents_config(tools=[*BASE_CONFIG["tools"], "tests.support.hold_tools:step"])
+    runner = Runner(repo, config, worker_id="worker-a")
+    started_ids: list[str] = []
+
+    async def pause_parent(n: int) -> None:
+        # The operator's Pause lands while the response's other call runs.
+        await runner.pause_run(started_ids[0], actor="U0REQUESTER")
+
+    hold_tools.ON_STEP = pause_parent
+    try:
+        text = json.dumps(
+            {
+                "tool_calls": [
+                    {"name": "step", "arguments": {"n": 1}},
+                    {"name": "delegate", "arguments": {"agent": "researcher", "task": "t"}},
+                ]
+            }
+        )
+        run = await runner.open(request(text))
+        started_ids.append(run.id)
+        outcome = await runner.drive(run)
+    finally:
+        hold_tools.ON_STEP = None
+    if outcome.status == "held":
+        # The delegate call reached its safe point after the Pause (the calls run
+        # concurrently): it stopped there, and no child was started.
+        assert await repo.children_of(run.id) == []
+        return
+    assert outcome.status == "paused"
+    (child,) = outcome.children
+    hold = await repo.hold_of(child.id)
+    assert hold is not None and hold.action == "pause" and hold.requested_by == "U0REQUESTER"
+    assert (await runner.drive(child)).status == "held", "it stops at its first safe point"
