@@ -27,6 +27,7 @@ from bot.config import Config
 from bot.config.models import MCP_SEPARATOR
 from bot.engine.batches import batched
 from bot.engine.claims import Claims
+from bot.engine.delegations import delegation_context, hold_new_children
 from bot.engine.holds import stop_at_safe_point
 from bot.engine.leases import LeaseKeeper, Leases
 from bot.engine.outcomes import RunOutcome
@@ -49,7 +50,6 @@ from bot.gate import (
     hold_requested,
 )
 from bot.gate.stream_events import EventListener, RunEvent, task_event
-from bot.gate.turn import DelegationContext
 from bot.ops import failpoint, logs
 from bot.ops import metric_hooks as metrics
 from bot.ops.outage import OutageLog
@@ -60,8 +60,6 @@ from storage.repository import LeaseLost, Repository, RunHeld
 log = logging.getLogger(__name__)
 
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8080"
-# Ancestors read to find a run's chain of agents: past any sane max_delegation_depth.
-MAX_CHAIN_READ = 32
 
 
 class ToolCallIdReused(Exception):
@@ -143,23 +141,6 @@ class Drives:
             return self.tools
         return self.agent_tools.get(run.agent, [])
 
-    async def delegation_for(self, run: Run) -> DelegationContext | None:
-        """What the delegate tool needs in this run: the agents, the depth limit, and the
-        agents up the run's chain (read from its ancestors)."""
-        if not self.config.agents:
-            return None
-        chain: list[str] = []
-        current: Run | None = run
-        while current is not None and current.agent is not None:
-            chain.insert(0, current.agent)
-            if current.parent_run_id is None or len(chain) > MAX_CHAIN_READ:
-                break
-            current = await self.repo.get_run(current.parent_run_id)
-        agents = {a.name: (a.model, a.system_prompt) for a in self.config.agents.values()}
-        return DelegationContext(
-            agents=agents, max_depth=self.config.max_delegation_depth, chain=tuple(chain)
-        )
-
     @metrics.times_resumes
     @logs.bound_to("run_id")
     async def resume(self, run_id: str) -> RunOutcome:
@@ -219,7 +200,7 @@ class Drives:
             interruption=lambda: self.stopping,
             on_progress=self.on_progress,
             on_event=self.on_event,
-            delegation=await self.delegation_for(run),
+            delegation=await delegation_context(self.repo, self.config, run),
         )
         if just_opened:
             turn.hold_read_since(turn.hold_epoch, None)
@@ -410,15 +391,8 @@ class Drives:
         except RunHeld as held:
             return await self._held_before_drafts(run, history, turn, owner, held.action)
         failpoint("pause_stored")
-        if pause.children and (hold := await self.repo.hold_of(run.id)) is not None:
-            # Paused by an operator while it delegated: its children start held too.
-            await self.repo.hold_children(
-                run.id,
-                action=hold.action,
-                actor=hold.requested_by,
-                reason=hold.reason,
-                now=self.leases.clock(),
-            )
+        if pause.children:
+            await hold_new_children(self.repo, run.id, self.leases.clock())
         if pause.resume_claimed:
             # Every approval it waited for was decided while it ran (their deciders could
             # not resume a run that was not paused yet): carry straight on.
