@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from tests.faults.harness import (
 )
 from tests.faults.test_delegation_crash import AGENTS
 
-PARENTS = 50
+PARENTS = int(os.environ.get("APPROVAL_BOT_DELEGATION_PARENTS", "50"))  # the issue's 50
 CONCURRENT = 8
 
 OPERATOR = """
