@@ -70,13 +70,7 @@ def test_ask_drives_the_children_and_runs_show_shows_the_tree(
     assert "ended completed" in out
 
 
-def test_a_childs_approval_decided_from_the_terminal_lets_the_parent_finish(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "bot.toml"
-    path.write_text(
-        CONFIG
-        + """
+OPERATOR = """
 [agents.operator]
 description = "restarts services"
 tools = ["tests.support.ops_tools:restart_service"]
@@ -84,9 +78,43 @@ tools = ["tests.support.ops_tools:restart_service"]
 [policies.restart_service]
 approvers = ["U0APPROVER1"]
 """
-    )
+
+
+@pytest.fixture
+def operator_cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    path = tmp_path / "bot.toml"
+    path.write_text(CONFIG + OPERATOR)
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
-    cfg = ["--config", str(path)]
+    return ["--config", str(path)]
+
+
+def test_cancelling_a_parent_from_the_terminal_stops_its_children(
+    operator_cfg: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = operator_cfg
+    task = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "web"}}]}
+    )
+    call = {"name": "delegate", "arguments": {"agent": "operator", "task": task}}
+    code, out, _ = run_cli(
+        capsys, *cfg, "ask", json.dumps({"tool_calls": [call]}), "--as", "U0REQUESTER"
+    )
+    run_id = next(w for w in out.split() if w.startswith("run_")).strip(":")
+    code, out, err = run_cli(
+        capsys, *cfg, "runs", "cancel", run_id, "--as", "U0REQUESTER", "--reason", "no"
+    )
+    assert code == 0, err
+    assert f"run {run_id}: cancelled" in out and f"(a sub-agent of {run_id})" in out
+    shown = json.loads(run_cli(capsys, *cfg, "runs", "show", run_id, "--json")[1])
+    assert shown["status"] == "cancelled"
+    assert [c["status"] for c in shown["children"]] == ["cancelled"]
+    assert json.loads(run_cli(capsys, *cfg, "approvals", "list", "--json")[1]) == []
+
+
+def test_a_childs_approval_decided_from_the_terminal_lets_the_parent_finish(
+    operator_cfg: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = operator_cfg
     task = json.dumps(
         {"tool_calls": [{"name": "restart_service", "arguments": {"service": "web"}}]}
     )
