@@ -21,11 +21,12 @@ run again); a call that stored none keeps the at-most-once rule ("outcome unknow
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -100,6 +101,47 @@ def ask_user(question: str, choices: list[str] | None = None) -> str:
 
 
 ASK_USER_TOOL = llm.Tool.function(ask_user)
+
+DELEGATE = "delegate"
+
+
+class Delegate(Pause):
+    """Raised by the built-in ``delegate`` tool: a sub-agent's run is started on ``task`` in
+    the same thread, and its end (its final answer, or "failed: …", "stopped by @x") is the
+    call's result (issue 20 section 1)."""
+
+    def __init__(self, agent: str, task: str) -> None:
+        super().__init__(f"delegated to {agent}: {task}")
+        self.agent = agent
+        self.task = task
+
+
+def delegate(agent: str, task: str) -> str:
+    """Hand a task to a sub-agent and wait for its answer."""
+    raise Delegate(agent, task)
+
+
+def delegate_tool(agents: Sequence[tuple[str, str]]) -> llm.Tool:
+    """The built-in ``delegate(agent, task)`` tool, its description listing the configured
+    agents (name, what each does)."""
+    listed = "\n".join(f"- {name}: {description}" for name, description in agents)
+    description = (
+        "Hand a task to a sub-agent and wait for its final answer, which is this tool's "
+        "result (or 'failed: …' / 'stopped by @x'). The sub-agent works in this thread with "
+        "its own tools; several delegate calls in one response run at the same time. "
+        "Give `task` as a complete instruction: it is all the sub-agent reads.\n"
+        f"Agents:\n{listed}"
+    )
+    tool = llm.Tool.function(delegate)
+    schema = {
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "enum": [name for name, _ in agents]},
+            "task": {"type": "string"},
+        },
+        "required": ["agent", "task"],
+    }
+    return dataclasses.replace(tool, description=description, input_schema=schema)
 
 
 @dataclass

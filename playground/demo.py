@@ -41,7 +41,9 @@ HELP = (
     "`… in staging` needs nobody's approval), "
     "`@approval-bot rotate credentials of payments` (two people approve) or "
     "`@approval-bot sql select name, replicas from services` or "
-    "`@approval-bot migrate tenants` (long: stop the playground half-way, it carries on)."
+    "`@approval-bot migrate tenants` (long: stop the playground half-way, it carries on) or "
+    "`@approval-bot research payments and checkout` (a researcher sub-agent looks each up, "
+    "at the same time)."
 )
 
 
@@ -87,6 +89,15 @@ class DemoModel(llm.AsyncModel):
             response.add_tool_call(llm.ToolCall(name=name, arguments=arguments))
             yield f"Calling `{name}`."
             return
+        can_delegate = any(getattr(t, "name", None) == "delegate" for t in prompt.tools or [])
+        tasks = research_tasks(text) if can_delegate else []
+        if tasks:
+            # Sub-agents (issue 20 section 1): one researcher per service, concurrently.
+            for task in tasks:
+                arguments = {"agent": "researcher", "task": task}
+                response.add_tool_call(llm.ToolCall(name="delegate", arguments=arguments))
+            yield f"Asking the researcher about {len(tasks)} service(s)."
+            return
         call = choose_tool(text, earlier, can_ask=can_ask)
         if call is None:
             yield HELP
@@ -115,6 +126,15 @@ def _said(message: Any) -> str:
         elif isinstance(part, ToolResultPart):
             said.append(str(part.output))
     return " ".join(said)
+
+
+def research_tasks(text: str) -> list[str]:
+    """ "research payments and checkout": a researcher's task per service named."""
+    lowered = text.lower()
+    if not re.search(r"\bresearch\b", lowered):
+        return []
+    named = [s for s in SERVICES if re.search(rf"\b{s}\b", lowered)]
+    return [f"status of {service}" for service in named]
 
 
 # The question the demo asks when a request names no service; its answer names one.
@@ -383,6 +403,13 @@ def demo_config_dict(model: str = DEMO_MODEL_ID) -> dict[str, Any]:
             "playground.demo:run_sql",
             "playground.migrations:migrate_tenants",
         ],
+        # A sub-agent with read-only tools: "research payments and checkout".
+        "agents": {
+            "researcher": {
+                "description": "looks up a service's status and the services table, read-only",
+                "tools": ["playground.demo:get_status", "playground.demo:run_sql"],
+            }
+        },
         "approval_ttl": "30m",
         "sweep_interval": "5s",
         # A playground killed with -9 carries its long tool on within seconds of a restart.

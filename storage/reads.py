@@ -44,6 +44,7 @@ from storage.sql.columns import (
     RUN_COLUMNS,
     Columns,
 )
+from storage.sql.delegations import CHILDREN_OF_RUN
 from storage.sql.events import AUDIT_PAGE, audit_trail_query
 from storage.sql.grants import ANY_EXPIRED_UNNOTICED, grant_list_sql
 from storage.sql.holds import HOLD_OF_RUN, run_list_sql
@@ -120,6 +121,9 @@ class SQLiteReads:
     async def get_run(self, run_id: str) -> Row | None:
         rows = self._rows(RUN_COLUMNS, RUN_BY_ID, {"id": run_id})
         return rows[0] if rows else None
+
+    async def children_of(self, run_id: str) -> list[Row]:
+        return self._rows(RUN_COLUMNS, CHILDREN_OF_RUN, {"id": run_id})
 
     async def approvals_for_run(self, run_id: str) -> list[Row]:
         return self._rows(APPROVAL_COLUMNS, APPROVALS_FOR_RUN, {"run_id": run_id})

@@ -72,6 +72,20 @@ class EditConflict(Exception):
 
 
 @dataclass(frozen=True)
+class ChildRun:
+    """A sub-agent's run that a ``delegation`` row waits on (issue 20 section 1), inserted in
+    the transaction that stores its parent's pause: ``running`` under ``lease_owner`` until
+    ``lease_until``, so a crash before anyone drives it leaves it to the sweeper's take-over.
+    ``history``: the agent's system prompt and the task, as ``runs.history`` keeps them."""
+
+    run_id: str
+    agent: str
+    model_id: str
+    history: list[dict[str, Any]]
+    lease_owner: str = ""
+
+
+@dataclass(frozen=True)
 class ApprovalDraft:
     """A call that pauses the run (an approval, by default, or another ``kind`` of pause);
     written together with the paused history.
@@ -116,6 +130,8 @@ class ApprovalDraft:
     recovery_cause: str | None = None
     # The model's text that came with the call (Approval.why).
     why: str | None = None
+    # A ``delegation`` row's child run, inserted with the pause (storage.stores.pauses).
+    child: ChildRun | None = None
 
 
 @dataclass(frozen=True)
@@ -233,6 +249,8 @@ class PauseOutcome:
 
     approvals: list[Approval]
     resume_claimed: bool
+    # Sub-agents' runs the pause started (``delegation`` rows): the caller drives them.
+    children: list[Run] = field(default_factory=list)
 
 
 @dataclass

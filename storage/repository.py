@@ -63,6 +63,7 @@ from storage.records import (
     ArmedCallback,
     BatchOutcome,
     CallbackOutcome,
+    ChildRun,
     DecisionOutcome,
     DuplicateEvent,
     EditConflict,
@@ -104,6 +105,7 @@ from storage.stores import (
     CardStore,
     CheckpointStore,
     DecisionStore,
+    DelegationStore,
     EditStore,
     EventStore,
     ExecutionStore,
@@ -139,6 +141,7 @@ __all__ = [
     "ArmedCallback",
     "BatchOutcome",
     "CallbackOutcome",
+    "ChildRun",
     "Database",
     "DatabaseBusy",
     "DatabaseUnavailable",
@@ -201,6 +204,7 @@ class Repository(
     RecoveryStore,
     StepStore,
     ApiStore,
+    DelegationStore,
 ):
     """Every transaction approval-bot makes, by aggregate (:mod:`storage.stores`: runs, their
     leases and pauses; approvals, their decisions, executions, cards, votes and edits; the

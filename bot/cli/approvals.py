@@ -117,8 +117,12 @@ async def approvals_decide(repo: Repository, config: Config, args: argparse.Name
     slack = slack_services(repo, runner, config)
 
     async def resume(run_id: str) -> None:
-        outcome = await (resume_and_publish(slack, run_id) if slack else runner.resume(run_id))
-        if outcome is not None:
+        if slack:
+            outcome = await resume_and_publish(slack, run_id)
+            if outcome is not None:
+                print_outcome(outcome)
+            return
+        for outcome in await runner.resume_following(run_id):  # and its sub-agents' parents
             print_outcome(outcome)
 
     asked = await repo.get_approval(args.approval_id)
@@ -211,7 +215,9 @@ RECOVERY_DONE = {
 async def _missing_tools(runner: Runner, approval: Approval) -> list[str]:
     """The tools of the approval's pause that this process does not have: resuming the run
     here would cancel their calls as "no longer configured", so the bot resumes it."""
-    configured = {tool.name for tool in runner.tools}
+    run = await runner.repo.get_run(approval.run_id)
+    tools = runner.tools if run is None else runner.drives.tools_for(run)  # a sub-agent's own
+    configured = {tool.name for tool in tools}
     asked = await runner.repo.approvals_for_turn(approval.run_id, approval.turn)
     return sorted(({a.tool_name for a in asked} | {approval.tool_name}) - configured)
 

@@ -21,6 +21,8 @@ async def ask(repo: Repository, config: Config, args: argparse.Namespace) -> int
     outcome = await runner.start(
         Request(text=args.text, requester=args.actor, conversation_key=args.conversation)
     )
+    # Sub-agents it delegated to work here too, until they end or wait on people.
+    outcome = await runner.follow_delegations(outcome)
     print_outcome(outcome)
     # Busy: the conversation's run is still going or waiting; nothing was started.
     return EXIT_REFUSED if outcome.status in ("failed", "busy") else EXIT_OK

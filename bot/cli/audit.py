@@ -203,6 +203,12 @@ def summary(event: str, who: str, detail: dict[str, Any]) -> str:
             return "outcome unknown (started, never re-run)"
         case "question_answered":
             return f"answered by {who}"
+        case "run_delegated":
+            parent = detail.get("parent_run_id", "?")
+            return f"sub-agent {detail.get('agent', '?')} started for run {parent}"
+        case "delegation_settled":
+            child = detail.get("child_run_id", "?")
+            return f"sub-agent run {child} ended {detail.get('outcome', '')}".rstrip()
     return ""
 
 

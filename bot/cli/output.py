@@ -130,6 +130,9 @@ def run_json(run: Run) -> dict[str, Any]:
         "error": run.error,
         "created_at": iso(run.created_at),
         "updated_at": iso(run.updated_at),
+        "agent": run.agent,
+        "parent_run_id": run.parent_run_id,
+        "parent_approval_id": run.parent_approval_id,
         "history": run.history,
     }
 

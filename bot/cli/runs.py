@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.cli.common import slack_services, worker_id
 from bot.cli.exits import EXIT_OK, EXIT_REFUSED, complain
@@ -22,6 +22,8 @@ from bot.cli.records import call_lines, names_for, noun
 from bot.cli.run_holds import hold_json, hold_line
 from bot.policy.what_ran import person, was_edited
 
+# Sub-agents' runs shown under their parent, at most this deep.
+MAX_TREE_DEPTH = 16
 # Audit events of operators' holds whose reason ``runs show`` prints.
 HOLD_EVENTS = ("run_pause_requested", "run_stop_requested")
 
@@ -29,6 +31,33 @@ if TYPE_CHECKING:
     from bot.config import Config
     from storage.models import Run
     from storage.repository import Repository
+
+
+async def run_tree(repo: Repository, run_id: str, depth: int = 0) -> list[dict[str, Any]]:
+    """The runs ``run_id`` delegated to, each with its own (issue 20 section 1)."""
+    if depth > MAX_TREE_DEPTH:
+        return []
+    return [
+        {
+            "id": child.id,
+            "agent": child.agent,
+            "status": child.status,
+            "parent_approval_id": child.parent_approval_id,
+            "answer": child.answer,
+            "error": child.error,
+            "children": await run_tree(repo, child.id, depth + 1),
+        }
+        for child in await repo.children_of(run_id)
+    ]
+
+
+def tree_lines(tree: list[dict[str, Any]], indent: str) -> list[str]:
+    """``└ run_… researcher: completed``, children under their parent."""
+    lines = []
+    for child in tree:
+        lines.append(f"{indent}└ {child['id']} {child['agent']}: {child['status']}")
+        lines += tree_lines(child["children"], indent + "  ")
+    return lines
 
 
 async def runs_show(repo: Repository, config: Config, args: argparse.Namespace) -> int:
@@ -40,11 +69,13 @@ async def runs_show(repo: Repository, config: Config, args: argparse.Namespace) 
     audit = await repo.audit_trail(run_id=run.id)
     names = await names_for(repo, approvals, run.requester, *(e.actor for e in audit))
     hold = await repo.hold_of(run.id)
+    tree = await run_tree(repo, run.id)
     if args.json:
         print(
             json.dumps(
                 {
                     **run_json(run),
+                    "children": tree,
                     "requester_name": names.get(run.requester),
                     "approvals": [approval_json(a, names) for a in approvals],
                     "hold": hold_json(hold),
@@ -69,6 +100,12 @@ async def runs_show(repo: Repository, config: Config, args: argparse.Namespace) 
         f"model {run.model_id})"
     )
     print(f"  conversation: {run.conversation_key}")
+    if run.agent is not None:
+        print(f"  agent: {run.agent} (a sub-agent of run {run.parent_run_id})")
+    if tree:
+        print("  sub-agents:")
+        for line in tree_lines(tree, "    "):
+            print(line)
     if hold is not None and run.status not in ("completed", "failed", "cancelled"):
         print(f"  {hold_line(hold)}" + ("" if run.status == "paused" else " (not yet in effect)"))
     if run.answer:
@@ -115,6 +152,11 @@ async def runs_cancel(repo: Repository, config: Config, args: argparse.Namespace
         complain(args.run_id, f"only a run waiting for approvals can be cancelled; {state}")
         return EXIT_REFUSED
     print(f"run {args.run_id}: cancelled")
+    # Its sub-agents' runs are stopped with it (issue 20 section 1).
+    for child_id in await repo.hold_children(
+        args.run_id, action="stop", actor=args.actor, reason=args.reason, now=runner.clock()
+    ):
+        print(f"run {child_id}: stopped (a sub-agent of {args.run_id})")
     slack = slack_services(repo, runner, config)
     if slack:
         from handlers.flows import announce_cancelled

@@ -259,6 +259,24 @@ McpServerName = _typed(
 )
 
 
+AGENT_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+
+
+def _agent_name(value: Any) -> str:
+    # Shown in the thread ("🤖 researcher is working on: …") and given to delegate(agent=…).
+    if not isinstance(value, str) or not re.match(AGENT_NAME_PATTERN, value):
+        raise _fail(
+            f"{value!r} is not an agent name: a lowercase letter, then lowercase letters, "
+            "digits, '-' or '_', at most 32 characters"
+        )
+    return value
+
+
+AgentName = _typed(
+    str, _agent_name, {"type": "string", "pattern": AGENT_NAME_PATTERN, "maxLength": 32}
+)
+
+
 Text = _typed(str, _text, {"type": "string", "minLength": 1, "pattern": r"\S"})
 
 

@@ -87,6 +87,28 @@ def parse_duration(value: Any, key: str) -> timedelta:
 
 
 @dataclass
+class Agent:
+    """``[agents.NAME]``: a sub-agent (issue 20 section 1), its tools loaded."""
+
+    name: str
+    description: str
+    model: str
+    system_prompt: str
+    tool_refs: list[str] = field(default_factory=list)
+    tools: list[llm.Tool] = field(default_factory=list)
+
+
+def agent_system_prompt(name: str, description: str) -> str:
+    """A sub-agent's system prompt when its section gives none."""
+    return (
+        f"You are {name}, a sub-agent working in a Slack thread on one task another agent "
+        f"gave you ({description}). Use the tools you are given; some need a human's approval "
+        "before they run. Finish with a short answer to the task: it is what the other agent "
+        "reads."
+    )
+
+
+@dataclass
 class Config:
     model: str = DEFAULT_MODEL
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -143,6 +165,11 @@ class Config:
     # [mcp_servers.NAME]: servers whose tools (NAME__tool) bot.mcp_servers lists at start-up
     # and appends to ``tools``.
     mcp_servers: dict[str, McpServerSection] = field(default_factory=dict)
+    # [agents.NAME]: sub-agents the built-in delegate(agent, task) tool hands tasks to;
+    # ``delegate = false`` does not offer the tool. ``max_delegation_depth``: how deep.
+    agents: dict[str, Agent] = field(default_factory=dict)
+    delegate: bool = True
+    max_delegation_depth: int = 2
     source: str = "(defaults)"
 
     def question_policy(self) -> Policy:
@@ -172,6 +199,14 @@ class Config:
             allow_edit=own.allow_edit,
             remind_after=own.remind_after,
         )
+
+    def tool_named(self, name: str) -> llm.Tool | None:
+        """The configured tool of that name: a top-level one, else a sub-agent's (edits and
+        recoveries read its schema)."""
+        for tool in [*self.tools, *(t for agent in self.agents.values() for t in agent.tools)]:
+            if tool.name == name:
+                return tool
+        return None
 
     def policy_for(self, tool_name: str) -> Policy | None:
         """The tool's policy when its calls pass through it (approval required or denied,
@@ -252,7 +287,10 @@ def config_from_dict(
     if not tools:
         return _config_without_tools(data)
     loaded = _load_tools(data.get("tools", []), extra_tools or [], problems)
+    agent_tools = _load_agent_tools(data.get("agents"), problems)
     names = {tool.name for tool in loaded} if loaded is not None else None
+    if names is not None and agent_tools is not None:
+        names |= {tool.name for tools in agent_tools.values() for tool in tools}
     model = SettingsWithAskUserTool if names is not None and ASK_USER in names else Settings
     settings: Settings | None = None
     try:
@@ -272,9 +310,9 @@ def config_from_dict(
                 problems.append(
                     f"policies.{tool_name}: no tool named {tool_name!r} (tools: {known})"
                 )
-    if problems or settings is None or loaded is None:
+    if problems or settings is None or loaded is None or agent_tools is None:
         raise ConfigError.of(problems)
-    return _config(settings, loaded)
+    return _config(settings, loaded, agent_tools)
 
 
 def _config_without_tools(data: dict[str, Any]) -> Config:
@@ -315,7 +353,54 @@ def _load_tools(
     return tools
 
 
-def _config(settings: Settings, tools: list[llm.Tool]) -> Config:
+def _load_agent_tools(agents: Any, problems: list[str]) -> dict[str, list[llm.Tool]] | None:
+    """Each ``[agents.NAME]``'s tools, loaded as the top-level ones are; None (and the
+    problems, named ``agents.NAME.tools``) when any fails to load."""
+    from bot.tools import ToolLoadError, load_tools
+
+    if not isinstance(agents, dict):
+        return {}  # absent, or the typed model says what is wrong with the key
+    loaded: dict[str, list[llm.Tool]] = {}
+    failed = False
+    for name, section in agents.items():
+        refs = section.get("tools", []) if isinstance(section, dict) else []
+        if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+            continue  # the typed model names it
+        tools: list[llm.Tool] = []
+        for ref in refs:
+            try:
+                tools.extend(load_tools([ref]))
+            except ToolLoadError as exc:
+                problems.append(f"agents.{name}.tools: {exc}")
+                failed = True
+        names = [tool.name for tool in tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            problems.append(f"agents.{name}.tools: two tools are named {duplicates[0]!r}")
+            failed = True
+        loaded[str(name)] = tools
+    return None if failed else loaded
+
+
+def _agents(settings: Settings, agent_tools: dict[str, list[llm.Tool]] | None) -> dict[str, Agent]:
+    return {
+        name: Agent(
+            name=name,
+            description=section.description,
+            model=section.model or settings.model,
+            system_prompt=section.system_prompt or agent_system_prompt(name, section.description),
+            tool_refs=list(section.tools),
+            tools=list((agent_tools or {}).get(name, [])),
+        )
+        for name, section in settings.agents.items()
+    }
+
+
+def _config(
+    settings: Settings,
+    tools: list[llm.Tool],
+    agent_tools: dict[str, list[llm.Tool]] | None = None,
+) -> Config:
     config = Config(
         model=settings.model,
         system_prompt=settings.system_prompt,
@@ -346,6 +431,9 @@ def _config(settings: Settings, tools: list[llm.Tool]) -> Config:
         assistant_cards_channel=settings.assistant_cards_channel,
         streaming=settings.streaming,
         mcp_servers=dict(settings.mcp_servers),
+        agents=_agents(settings, agent_tools),
+        delegate=settings.delegate,
+        max_delegation_depth=settings.max_delegation_depth,
     )
     section = settings.policies.ask_user
     if section is not None and not isinstance(section, ToolPolicySection):

@@ -19,6 +19,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from bot.config.fields import (
+    AgentName,
     Approval,
     Count,
     DatabaseUrl,
@@ -227,6 +228,19 @@ class McpServerSection(Section):
         return self
 
 
+class AgentSection(Section):
+    """``[agents.<name>]``: a sub-agent the main agent may hand a task to with the built-in
+    ``delegate(agent, task)`` tool (issue 20 section 1). Its tools are gated by the same
+    ``[policies]`` as the top-level ones."""
+
+    description: Text = Field(
+        description="What the agent does: the delegate tool's description lists it."
+    )
+    model: OptionalText = Field(None, description="Default: the top-level model.")
+    system_prompt: OptionalText = Field(None, description="Default: a prompt naming its job.")
+    tools: ToolRefs = Field(default_factory=list)
+
+
 class Settings(Section):
     """The whole file (``approval-bot.toml``); every key is optional."""
 
@@ -276,6 +290,16 @@ class Settings(Section):
     mcp_servers: dict[McpServerName, McpServerSection] = Field(
         default_factory=dict,
         description="MCP servers whose tools the agent gets, named <server>__<tool>.",
+    )
+    agents: dict[AgentName, AgentSection] = Field(
+        default_factory=dict,
+        description="Sub-agents the main agent may delegate a task to (delegate(agent, task)).",
+    )
+    delegate: Flag = Field(
+        True, description="Offer the built-in delegate tool when an agent is configured."
+    )
+    max_delegation_depth: Count = Field(
+        2, description="How deep sub-agents may delegate: 1, only the main agent delegates."
     )
     api_rate_limit: Count = Field(
         600,

@@ -90,6 +90,9 @@ def _section_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel]
         if isinstance(part, int):
             current = _unwrap(current)
             continue
+        if typing.get_origin(current) is dict:  # a table of sections: [agents.<name>]
+            current = _unwrap(typing.get_args(current)[1])
+            continue
         if isinstance(current, type) and issubclass(current, BaseModel):
             field = current.model_fields.get(part)
             # Not a field: a tool's section in [policies].

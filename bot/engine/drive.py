@@ -14,6 +14,7 @@ cancelled for a Stop (:func:`bot.engine.holds.stop_at_safe_point`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from bot.config import Config
 from bot.config.models import MCP_SEPARATOR
 from bot.engine.batches import batched
 from bot.engine.claims import Claims
+from bot.engine.delegations import delegation_context, hold_new_children
 from bot.engine.holds import stop_at_safe_point
 from bot.engine.leases import LeaseKeeper, Leases
 from bot.engine.outcomes import RunOutcome
@@ -96,10 +98,13 @@ class Drives:
         leases: Leases,
         claims: Claims,
         outages: OutageLog | None = None,
+        agent_tools: dict[str, list[llm.Tool]] | None = None,
     ) -> None:
         self.repo = repo
         self.config = config
         self.tools = tools
+        # Sub-agents' tools (issue 20 section 1), gated as the main agent's are.
+        self.agent_tools = agent_tools or {}
         self.leases = leases
         self.claims = claims
         self.outages = outages or OutageLog()
@@ -128,6 +133,13 @@ class Drives:
         if model_id not in self._models:
             self._models[model_id] = llm.get_async_model(model_id)
         return self._models[model_id]
+
+    def tools_for(self, run: Run) -> list[llm.Tool]:
+        """The tools a run's agent has: the main agent's, or its ``[agents.NAME]``'s (an agent
+        no longer configured has none: its calls are answered as unconfigured ones)."""
+        if run.agent is None:
+            return self.tools
+        return self.agent_tools.get(run.agent, [])
 
     @metrics.times_resumes
     @logs.bound_to("run_id")
@@ -188,6 +200,7 @@ class Drives:
             interruption=lambda: self.stopping,
             on_progress=self.on_progress,
             on_event=self.on_event,
+            delegation=await delegation_context(self.repo, self.config, run),
         )
         if just_opened:
             turn.hold_read_since(turn.hold_epoch, None)
@@ -223,7 +236,7 @@ class Drives:
 
     async def _run_turn(self, run: Run, turn: TurnContext, owner: str) -> RunOutcome:
         history = [loaded(m) for m in run.history]
-        history, turn.held_results = unfold_results(history, {t.name for t in self.tools})
+        history, turn.held_results = unfold_results(history, {t.name for t in self.tools_for(run)})
         if history and history[-1].role != "user":
             history = await self._answer_from_approvals(run, history, turn)
         last: Any = None
@@ -232,7 +245,7 @@ class Drives:
                 chain_limit=self.config.chain_limit
             )
             async for response in conversation.chain(
-                **_chain_input(history), tools=[*self.tools]
+                **_chain_input(history), tools=[*self.tools_for(run)]
             ).responses():
                 # A safe point: an operator's pause takes effect before the model call.
                 action = await hold_at_safe_point(turn)
@@ -275,15 +288,21 @@ class Drives:
             return await self._fail(run, turn.failures[0].original, owner)
         answer = await last.text() if last is not None else ""
         final_history = await _history_at(last, history)
-        await self.repo.finish_run(
+        parent = await self.repo.finish_run(
             run.id,
             worker=owner,
             status="completed",
             history=[stored(m) for m in final_history],
             answer=answer,
             now=self.leases.clock(),
+            claimer=self.leases.worker_id,
+            lease_until=self.leases.until(),
         )
-        return RunOutcome(run_id=run.id, status="completed", answer=answer, run=run)
+        if parent is not None:
+            failpoint("child_ended")
+        outcome = RunOutcome(run_id=run.id, status="completed", answer=answer, run=run)
+        outcome.parent_resume = parent
+        return outcome
 
     async def _answer_from_approvals(
         self, run: Run, history: list[Message], turn: TurnContext
@@ -303,7 +322,7 @@ class Drives:
         turn.approvals = {
             c.tool_call_id: requested[c.tool_call_id] for c in calls if c.tool_call_id in requested
         }
-        configured = {tool.name for tool in self.tools}
+        configured = {tool.name for tool in self.tools_for(run)}
         unconfigured = [c for c in calls if c.name not in configured]
         if not unconfigured:
             return history
@@ -345,6 +364,15 @@ class Drives:
             return await self._fail(
                 run, TooManyApprovals(len(turn.drafts), self.config.max_approvals_per_turn), owner
             )
+        # Sub-agents' runs start under leases of their own (the caller drives them).
+        drafts = [
+            dataclasses.replace(
+                d, child=dataclasses.replace(d.child, lease_owner=self.leases.new_owner())
+            )
+            if d.child is not None
+            else d
+            for d in turn.drafts
+        ]
         try:
             pause = await self.repo.save_pause(
                 run.id,
@@ -353,7 +381,7 @@ class Drives:
                 history=[stored(m) for m in history],
                 # Many calls of one tool under the same approvers share one card
                 # (bot.engine.batches).
-                drafts=batched(turn.drafts, self.config.batch_threshold_for),
+                drafts=batched(drafts, self.config.batch_threshold_for),
                 still_pending=turn.still_pending,
                 lease_until=self.leases.until(),
                 now=self.leases.clock(),
@@ -363,11 +391,19 @@ class Drives:
         except RunHeld as held:
             return await self._held_before_drafts(run, history, turn, owner, held.action)
         failpoint("pause_stored")
+        if pause.children:
+            await hold_new_children(self.repo, run.id, self.leases.clock())
         if pause.resume_claimed:
             # Every approval it waited for was decided while it ran (their deciders could
             # not resume a run that was not paused yet): carry straight on.
             return await self.resume(run.id)
-        return RunOutcome(run_id=run.id, status="paused", new_approvals=pause.approvals, run=run)
+        return RunOutcome(
+            run_id=run.id,
+            status="paused",
+            new_approvals=pause.approvals,
+            run=run,
+            children=pause.children,
+        )
 
     async def _held_before_drafts(
         self, run: Run, history: list[Message], turn: TurnContext, owner: str, action: str
@@ -396,8 +432,14 @@ class Drives:
     async def _fail(self, run: Run, exc: BaseException, owner: str) -> RunOutcome:
         message = describe_failure(exc, self.config.chain_limit)
         try:
-            await self.repo.finish_run(
-                run.id, worker=owner, status="failed", error=message, now=self.leases.clock()
+            parent = await self.repo.finish_run(
+                run.id,
+                worker=owner,
+                status="failed",
+                error=message,
+                now=self.leases.clock(),
+                claimer=self.leases.worker_id,
+                lease_until=self.leases.until(),
             )
         except LeaseLost:
             # The run is another drive's now: this failure is not the run's, say nothing.
@@ -407,7 +449,11 @@ class Drives:
         # the message: its traceback only buried that line.
         configuration = isinstance(exc, (llm.UnknownModelError, llm.NeedsKeyException))
         log.error("run %s failed: %s", run.id, message, exc_info=None if configuration else exc)
-        return RunOutcome(run_id=run.id, status="failed", error=message, run=run)
+        if parent is not None:
+            failpoint("child_ended")
+        return RunOutcome(
+            run_id=run.id, status="failed", error=message, run=run, parent_resume=parent
+        )
 
 
 FAILURE_LINE_LIMIT = 500

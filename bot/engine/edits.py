@@ -43,7 +43,7 @@ class Edits:
         self.config = config
 
     def _configured_tool(self, name: str) -> llm.Tool | None:
-        return next((t for t in self.config.tools if t.name == name), None)
+        return self.config.tool_named(name)
 
     async def edit_and_approve(
         self,

@@ -11,6 +11,7 @@ clicked: the caller then drives it with ``Runner.resume`` (the claim is remember
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Collection
 from typing import Any
@@ -74,6 +75,10 @@ class Holds:
             text, code = REFUSALS[outcome.result]
             status = outcome.run.status if outcome.run else ""
             raise HoldRefused(text.format(run_id=shown_id(run_id), status=status), code)
+        # Its sub-agents' runs are paused or stopped with it (issue 20 section 1).
+        await self.repo.hold_children(
+            run_id, action=action, actor=actor, reason=reason, now=self.leases.clock()
+        )
         return outcome
 
     async def stop(
@@ -84,10 +89,17 @@ class Holds:
         actor_groups: Collection[str] = (),
         reason: str | None = None,
     ) -> HoldOutcome:
-        """Stop a run: a waiting one is cancelled now, a working one at its next safe point."""
-        return await self.pause(
+        """Stop a run: a waiting one is cancelled now, a working one at its next safe point.
+        A sub-agent's run cancelled now leaves its parent with its result: its resume is
+        claimed here (``parent_resume``: the caller resumes it), else left to the sweeper."""
+        outcome = await self.pause(
             run_id, actor=actor, actor_groups=actor_groups, reason=reason, action="stop"
         )
+        if outcome.result == "cancelled" and outcome.run is not None:
+            parent = await claim_parent(self.repo, self.leases, outcome.run)
+            if parent is not None:
+                return dataclasses.replace(outcome, parent_resume=parent)
+        return outcome
 
     async def resume(
         self, run_id: str, *, actor: str, actor_groups: Collection[str] = ()
@@ -109,7 +121,14 @@ class Holds:
             )
         if outcome.claimed is not None:
             self.claims.remember_run(outcome.claimed)
+        # Its sub-agents' runs resume with it (the sweeper carries them on).
+        await self.repo.release_children(run_id, actor=actor, now=self.leases.clock())
         return outcome
+
+    async def stop_orphans(self) -> list[str]:
+        """Stop sub-agents whose parent ended without them (the sweeper); the runs this
+        cancelled now (their threads are told), the working ones stop at a safe point."""
+        return await self.repo.stop_orphans(now=self.leases.clock())
 
     async def expire(self) -> list[str]:
         """Cancel the runs held longer than ``pause_ttl`` (none without it)."""
@@ -117,6 +136,18 @@ class Holds:
             return []
         now = self.leases.clock()
         return await self.repo.expire_holds(before=now - self.config.pause_ttl, now=now)
+
+
+async def claim_parent(repo: Repository, leases: Leases, run: Run) -> str | None:
+    """A sub-agent's run ended with no claim of its parent's resume (a Stop: its end settled
+    the parent's row in its own transaction): claim it now if nothing else of the parent
+    waits. The parent's id when claimed, else None (the sweeper's claim is the safety net)."""
+    if run.parent_run_id is None:
+        return None
+    claimed = await repo.claim_stranded_run(
+        run.parent_run_id, worker=leases.worker_id, lease_until=leases.until(), now=leases.clock()
+    )
+    return run.parent_run_id if claimed else None
 
 
 async def stop_at_safe_point(
@@ -134,7 +165,9 @@ async def stop_at_safe_point(
     if action == "stop":
         error = await repo.stop_held_run(run.id, worker=owner, history=history, now=now)
         log.info("run %s stopped at a safe point: %s", run.id, error)
-        return RunOutcome(run_id=run.id, status="cancelled", error=error, run=run)
+        outcome = RunOutcome(run_id=run.id, status="cancelled", error=error, run=run)
+        outcome.parent_resume = await claim_parent(repo, leases, run)
+        return outcome
     released = await repo.hold_run(
         run.id,
         worker=owner,

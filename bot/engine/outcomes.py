@@ -41,3 +41,7 @@ class RunOutcome:
     error: str | None = None
     new_approvals: list[Approval] = field(default_factory=list)
     run: Run | None = None
+    # Sub-agents (issue 20 section 1): the child runs this pause started (the caller drives
+    # each), and the parent whose resume this child's end claimed (the caller resumes it).
+    children: list[Run] = field(default_factory=list)
+    parent_resume: str | None = None

@@ -114,7 +114,7 @@ class Recoveries:
                 "(allow_edit); retry or skip it as it is.",
                 row,
             )
-        tool = next((t for t in self.config.tools if t.name == row.tool_name), None)
+        tool = self.config.tool_named(row.tool_name)
         if tool is None:
             raise EditRefused(f"The tool {row.tool_name} is no longer configured.", row)
         current = row.edited_arguments if row.edited_arguments is not None else row.arguments

@@ -17,6 +17,7 @@ Callers hold the runner: its methods hand each job to the part that does it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -43,7 +44,7 @@ from bot.gate import wrap_tools
 from bot.gate.stream_events import EventListener
 from bot.ids import new_run_id
 from bot.ops.outage import OutageLog
-from bot.pauses import ASK_USER_TOOL, ToolProgress
+from bot.pauses import ASK_USER_TOOL, ToolProgress, delegate_tool
 from storage.models import Run
 from storage.repository import Repository, RunBusy
 
@@ -63,9 +64,21 @@ class Runner:
         self.config = config
         self.worker_id = worker_id or default_worker_id()
         builtin = [ASK_USER_TOOL] if config.ask_user else []
-        names = {tool.name for tool in config.tools}
-        builtin = [tool for tool in builtin if tool.name not in names]  # a configured one wins
-        self.tools = wrap_tools([*config.tools, *builtin], config.policy_for)
+        if config.agents and config.delegate:
+            # Sub-agents (issue 20 section 1): offered to every agent, the depth limit and
+            # the chain checked when it is called (bot.gate.pause_rows).
+            agents = [(a.name, a.description) for a in config.agents.values()]
+            builtin.append(delegate_tool(agents))
+
+        def offered(tools: list[llm.Tool]) -> list[llm.Tool]:
+            names = {tool.name for tool in tools}
+            # A configured tool of the same name as a built-in one wins.
+            return wrap_tools(
+                [*tools, *(t for t in builtin if t.name not in names)], config.policy_for
+            )
+
+        self.tools = offered(list(config.tools))
+        agent_tools = {name: offered(list(a.tools)) for name, a in config.agents.items()}
         self.leases = Leases(self.worker_id, clock, config.run_lease)
         self.claims = Claims(self.leases)
         self.settlements = Settlements(repo, self.leases, self.claims)
@@ -73,7 +86,9 @@ class Runner:
         self.recoveries = Recoveries(self.settlements, config)
         # The process's database outage, as its loops log it (bot.ops.outage).
         self.outages = OutageLog(clock)
-        self.drives = Drives(repo, config, self.tools, self.leases, self.claims, self.outages)
+        self.drives = Drives(
+            repo, config, self.tools, self.leases, self.claims, self.outages, agent_tools
+        )
         # MCP servers (bot.mcp_servers) whose tools are not listed yet: a resumed call of one
         # of their tools waits for them rather than being cancelled as no longer configured.
         self.drives.unlisted_servers = {
@@ -98,6 +113,7 @@ class Runner:
         self.resume_run = self.holds.resume
         self.stop_run = self.holds.stop
         self.expire_holds = self.holds.expire
+        self.stop_orphans = self.holds.stop_orphans
         # Workflow Builder steps: an approval with no agent behind it (bot.engine.steps).
         self.steps = Steps(repo, config, lambda: self.leases.clock())
 
@@ -183,6 +199,30 @@ class Runner:
         """Resume a run whose resume this worker claimed (through a settlement or an
         expiry): see :meth:`bot.engine.drive.Drives.resume`."""
         return await self.drives.resume(run_id)
+
+    async def follow_delegations(self, outcome: RunOutcome) -> RunOutcome:
+        """Where there is no Slack to do it (the ``ask`` command): drive the children a pause
+        started, concurrently, and resume the parent whose resume one of their ends claimed;
+        the run's latest outcome (``handlers.flows.runs.follow_delegations`` in ``serve``)."""
+        if not outcome.children:
+            return outcome
+        ended = await asyncio.gather(*(self._followed(child) for child in outcome.children))
+        for parent in {o.parent_resume for o in ended if o.parent_resume == outcome.run_id}:
+            return await self.follow_delegations(await self.resume(parent))
+        return outcome
+
+    async def resume_following(self, run_id: str) -> list[RunOutcome]:
+        """``resume``, then what follows without Slack: the children it delegated to, and
+        each parent whose resume an end up the chain claimed; every outcome, in order."""
+        outcome = await self.follow_delegations(await self.resume(run_id))
+        outcomes = [outcome]
+        while outcome.parent_resume is not None:
+            outcome = await self.follow_delegations(await self.resume(outcome.parent_resume))
+            outcomes.append(outcome)
+        return outcomes
+
+    async def _followed(self, child: Run) -> RunOutcome:
+        return await self.follow_delegations(await self.drive(child))
 
     def report_progress_to(self, on_progress: Callable[[ToolProgress], None] | None) -> None:
         """Where running calls' ``progress()`` goes (the handlers show it in the thread)."""

@@ -14,11 +14,12 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import llm
+from llm.parts import Message, TextPart
 
-from bot.ids import new_approval_id
-from bot.pauses import AskUser, CallContext, Pause, RetryAt, WaitForCallback
+from bot.ids import new_approval_id, new_run_id
+from bot.pauses import AskUser, CallContext, Delegate, Pause, RetryAt, WaitForCallback
 from storage.records import PayloadHasher
-from storage.repository import ApprovalDraft, ArmedCallback
+from storage.repository import ApprovalDraft, ArmedCallback, ChildRun
 
 if TYPE_CHECKING:
     from bot.gate.turn import TurnContext
@@ -26,6 +27,40 @@ if TYPE_CHECKING:
 MAX_QUESTION_LENGTH = 2000
 MAX_CHOICES = 50
 MAX_CHOICE_LENGTH = 75  # a Slack button's text
+MAX_TASK_LENGTH = 8000
+# A delegation waits as long as its child runs: the child's own waits expire, not this row.
+DELEGATION_HORIZON = timedelta(days=3650)
+
+
+def delegation_refusal(turn: TurnContext, pause: Delegate) -> str | None:
+    """The error result for a ``delegate`` call that cannot start a sub-agent, or None: an
+    unknown agent, an empty task, the depth limit, or an agent already up this chain."""
+    context = turn.delegation
+    if context is None or not context.agents:
+        return "Error: no sub-agent is configured; nothing was delegated."
+    agent, task = pause.agent, pause.task
+    if not isinstance(agent, str) or agent not in context.agents:
+        known = ", ".join(sorted(context.agents))
+        return f"Error: there is no agent {agent!r} (agents: {known}); nothing was delegated."
+    if not isinstance(task, str) or not task.strip():
+        return "Error: delegate needs a task; nothing was delegated."
+    if len(task) > MAX_TASK_LENGTH:
+        return (
+            f"Error: the task is longer than {MAX_TASK_LENGTH} characters; nothing was delegated."
+        )
+    if agent in context.chain:
+        chain = " -> ".join(["main", *context.chain])
+        return (
+            f"Error: {agent} is already working up this chain ({chain}): an agent may not "
+            "delegate to itself or to one that delegated to it. Do the task yourself or ask "
+            "another agent."
+        )
+    if len(context.chain) >= context.max_depth:
+        return (
+            f"Error: delegation is limited to {context.max_depth} level(s) "
+            "(max_delegation_depth); this agent may not delegate. Do the task yourself."
+        )
+    return None
 
 
 def refusal(pause: Pause, *, now: datetime, max_retry_wait: timedelta) -> str | None:
@@ -137,6 +172,8 @@ def draft_for(
             due_at=due,
             reason=pause.reason,
         )
+    if isinstance(pause, Delegate):
+        return _delegation_draft(turn, common, pause, now)
     if isinstance(pause, AskUser):
         policy = turn.question_policy
         return ApprovalDraft(
@@ -151,6 +188,28 @@ def draft_for(
             kind="question",
         )
     raise RuntimeError(f"{tool_name} raised an unknown kind of pause: {pause!r}")
+
+
+def _delegation_draft(
+    turn: TurnContext, common: dict[str, Any], pause: Delegate, now: datetime
+) -> ApprovalDraft:
+    """The ``delegation`` row of a delegate call, with its child run (delegation_refusal
+    found nothing wrong): the agent's system prompt, then the task as given."""
+    assert turn.delegation is not None
+    model_id, system_prompt = turn.delegation.agents[pause.agent]
+    history: list[dict[str, Any]] = [
+        dict(Message(role="system", parts=[TextPart(text=system_prompt)]).to_dict()),
+        dict(Message(role="user", parts=[TextPart(text=pause.task)]).to_dict()),
+    ]
+    child = ChildRun(run_id=new_run_id(), agent=pause.agent, model_id=model_id, history=history)
+    return ApprovalDraft(
+        **common,
+        on_expiry="deny",
+        expires_at=now + DELEGATION_HORIZON,
+        kind="delegation",
+        reason=pause.agent,
+        child=child,
+    )
 
 
 def call_context(turn: TurnContext, tool: llm.Tool, tool_call: llm.ToolCall) -> CallContext:

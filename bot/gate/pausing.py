@@ -13,11 +13,25 @@ import llm
 
 from bot.gate.checkpoints import enable_progress
 from bot.gate.edited_calls import carry_edit
-from bot.gate.pause_rows import call_context, draft_for, given_up, refusal
+from bot.gate.pause_rows import (
+    call_context,
+    delegation_refusal,
+    draft_for,
+    given_up,
+    refusal,
+)
 from bot.gate.recoveries import ask_or_raise
 from bot.gate.tool_calls import PreparedTool, call_tool
 from bot.gate.turn import ApprovalRequired, TurnContext
-from bot.pauses import CallContext, Interrupted, Pause, RetryAt, WaitForCallback, current_call
+from bot.pauses import (
+    CallContext,
+    Delegate,
+    Interrupted,
+    Pause,
+    RetryAt,
+    WaitForCallback,
+    current_call,
+)
 from storage.repository import LeaseLost
 
 
@@ -75,6 +89,8 @@ async def refused_pause(turn: TurnContext, call: CallContext, pause: Pause) -> s
     """The error result for a pause that cannot be taken as asked (the run does not pause),
     or None. A callback armed for a call that does not wait for it is void."""
     refused = refusal(pause, now=turn.clock(), max_retry_wait=turn.max_retry_wait)
+    if refused is None and isinstance(pause, Delegate):
+        refused = delegation_refusal(turn, pause)
     if refused is None and isinstance(pause, RetryAt):
         refused = await given_up(turn, call, pause)
     if refused is not None:

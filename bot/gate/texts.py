@@ -66,6 +66,8 @@ def pause_text(row: Any) -> str:
                 f"No callback came for {row.reason or row.tool_name} before {when}: its "
                 "outcome is unknown. The call was not run again."
             )
+        case "delegation", "completed":
+            return row.result or ""  # the child's answer, or "failed: …", "stopped by @x"
         case "recovery", _:
             return recovery_text(row)
         case _, "cancelled":

@@ -47,6 +47,17 @@ class HandedOver(llm.PauseChain):
     """This drive lost its run's lease: another drive carries the run on, so stop quietly."""
 
 
+@dataclass(frozen=True)
+class DelegationContext:
+    """What the built-in ``delegate`` tool needs (issue 20 section 1): the configured agents
+    (name -> model id and system prompt), ``max_delegation_depth``, and the agents up this
+    run's chain, the run's own last (empty for the main agent)."""
+
+    agents: dict[str, tuple[str, str]]
+    max_depth: int
+    chain: tuple[str, ...] = ()
+
+
 @dataclass
 class TurnContext:
     run_id: str
@@ -115,6 +126,8 @@ class TurnContext:
     # What the model wrote in the response whose calls the gate is answering now (the drive
     # sets it before llm executes them): each approval keeps it as its "why".
     why: str = ""
+    # Sub-agents (bot.gate.pause_rows): None when no agent is configured.
+    delegation: DelegationContext | None = None
 
     def hold_read_since(self, epoch: int, action: str | None) -> None:
         """A statement issued in ``epoch`` read the run's hold: ``action`` (None: none)."""

@@ -34,6 +34,7 @@ WINDOWS = (
     "step_completed",  # Slack took the step's completion; the record of it is not stored
     "webhook_sending",  # an API request's webhook is claimed; not yet POSTed
     "webhook_sent",  # the receiver took the webhook; the record of it is not stored
+    "child_ended",  # a sub-agent's end is stored with its parent's resume claimed; not resumed
 )
 
 _counts: dict[str, int] = {}

@@ -171,6 +171,8 @@ def describe_wait(approval: Approval) -> str:
     """What a paused call waits for, and until when (``runs show``, ``waits list``)."""
     until = approval.expires_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     match approval.kind, approval.status:
+        case "delegation", "pending":
+            return f"Waiting for the sub-agent {approval.reason} to end."
         case "callback", "pending" | "armed":
             return f"Waiting for {approval.reason or approval.tool_name} until {until}."
         case "callback", "completed":

@@ -40,6 +40,7 @@ from handlers.blocks.cards import (
     outcome_text,
     render_approval_card,
 )
+from handlers.blocks.delegations import DELEGATION, child_intro
 from handlers.blocks.edits import (
     EDIT,
     EDIT_MODAL,
@@ -138,6 +139,7 @@ __all__ = [
     "BATCH_REVIEW_MODAL",
     "CALLBACK",
     "CHOICE_PATTERN",
+    "DELEGATION",
     "DENY",
     "DENY_MODAL",
     "DETAILS_ACTION",
@@ -176,6 +178,7 @@ __all__ = [
     "approvers_text",
     "card_text",
     "checked_calls",
+    "child_intro",
     "choice_value",
     "choices_of",
     "copy_blocks",

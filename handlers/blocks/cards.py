@@ -20,6 +20,7 @@ from handlers.blocks.kit import (
     FIELD_LIMIT,
     OUTCOME_DETAIL_LIMIT,
     Block,
+    asked_by,
     button,
     confirm,
     escape,
@@ -108,7 +109,7 @@ def card_text(approval: Approval) -> str:
     """The notification text (and screen-reader text) of a card: its state first. The name
     is shown as on the card (a step's title is user text: no ``<!channel>``, no bidi)."""
     tool = shown_name(approval.tool_name)
-    text = f"{state_word(approval)}: {tool} (asked by {mention(approval.requester)})"
+    text = f"{state_word(approval)}: {tool} ({asked_by(approval)})"
     if approval.status == "pending" and needs_quorum(approval):
         text += f" · {progress(approval)}"
     return text
@@ -125,6 +126,20 @@ def card_title(approval: Approval) -> str:
     return f"*{state_word(approval)}:* {tool}"
 
 
+def _agent_line(approval: Approval) -> list[Block]:
+    """A sub-agent's call (issue 20 section 1): "requested by agent researcher for @ana"."""
+    if not getattr(approval, "agent", None):
+        return []
+    text = f":robot_face: {asked_by(approval)}"
+    return [
+        {
+            "type": "context",
+            "block_id": "agent_line",
+            "elements": [{"type": "mrkdwn", "text": text}],
+        }
+    ]
+
+
 def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
     """The card of a pending approval, or of a decided one (buttons gone, outcome shown)."""
     text = arguments_text(current_arguments(approval))
@@ -139,6 +154,7 @@ def render_approval_card(approval: Approval) -> tuple[str, list[Block]]:
                 "text": card_title(approval),
             },
         },
+        *_agent_line(approval),
         {
             "type": "section",
             "block_id": "approval_arguments",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from handlers.blocks.cards import ran_text
 from handlers.blocks.edits import current_arguments
-from handlers.blocks.kit import Block, escaped_arguments, mention, shown_name, slack_date
+from handlers.blocks.kit import Block, asked_by, escaped_arguments, shown_name, slack_date
 from storage.models import Approval
 
 HISTORY_SIZE = 15
@@ -42,7 +42,7 @@ def render_history(approvals: list[Approval], channel: str) -> tuple[str, list[B
                 "elements": [
                     {
                         "type": "mrkdwn",
-                        "text": f"asked by {mention(approval.requester)} "
+                        "text": f"{asked_by(approval)} "
                         f"{slack_date(approval.created_at)} · `{approval.id}`",
                     }
                 ],

@@ -83,6 +83,15 @@ def mention(user_or_group: str) -> str:
     return f"<@{user_or_group}>"
 
 
+def asked_by(approval: Approval) -> str:
+    """Who asked for a call: ``asked by @ana``, or for a sub-agent's call (issue 20 section
+    1) ``requested by agent *researcher* for @ana``."""
+    agent = getattr(approval, "agent", None)
+    if agent:
+        return f"requested by agent *{escape(agent)}* for {mention(approval.requester)}"
+    return f"asked by {mention(approval.requester)}"
+
+
 def mentions_within(mentions: list[str], limit: int) -> str:
     """``mentions`` joined, the last ones counted ("and 3 more") past ``limit`` characters;
     a mention is never cut in two."""

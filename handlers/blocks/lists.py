@@ -16,13 +16,14 @@ from typing import Any
 
 from handlers.blocks.batches import batch_item
 from handlers.blocks.cards import decision_buttons, outcome_text
+from handlers.blocks.delegations import DELEGATION, delegation_item
 from handlers.blocks.edits import current_arguments
 from handlers.blocks.kit import (
     Block,
+    asked_by,
     button,
     escaped_arguments,
     list_row,
-    mention,
     shown_name,
     slack_date,
 )
@@ -151,18 +152,20 @@ def list_item(
     link = f" · <{permalink}|card>" if permalink else ""
     if batch:
         age = _age(now - approval.created_at)
-        return batch_item(batch, f"asked by {mention(approval.requester)} {age} ago{link}")
+        return batch_item(batch, f"{asked_by(approval)} {age} ago{link}")
     if approval.kind not in (None, "approval"):
         age = _age(now - approval.created_at)
         if kind_of(approval) == QUESTION:
             return question_item(approval, age, link)
         if kind_of(approval) == RECOVERY:
             return recovery_item(approval, age, link)
+        if kind_of(approval) == DELEGATION:
+            return delegation_item(approval, age, link)
         return wait_item(approval, age, link)
     summary, cut = escaped_arguments(current_arguments(approval))
     return list_row(
         f"`{shown_name(approval.tool_name)}` `{summary}`\n"
-        f"asked by {mention(approval.requester)} {_age(now - approval.created_at)} ago"
+        f"{asked_by(approval)} {_age(now - approval.created_at)} ago"
         f" · expires {slack_date(approval.expires_at)}{link}{_progress(approval)}"
         + (f"\n{rule}" if (rule := rule_text(approval)) else ""),
         # Nobody approves arguments they could not read: offer the whole of them.

@@ -1,4 +1,4 @@
-"""Every pause by its kind: approvals, questions, callback waits and retries.
+"""Every pause by its kind: approvals, questions, callback waits, retries and delegations.
 
 Every pause is a row of the ``approvals`` table with a ``kind``; :func:`render_card` renders a
 row by its kind, so the card outbox, the edits after a click, an expiry or a resume, and
@@ -10,6 +10,7 @@ paused run says in its thread above the cards it posts.
 from __future__ import annotations
 
 from handlers.blocks.cards import render_approval_card
+from handlers.blocks.delegations import DELEGATION, render_delegation_notice
 from handlers.blocks.kit import Block
 from handlers.blocks.questions import QUESTION, render_question_card
 from handlers.blocks.recoveries import RECOVERY, render_recovery_card
@@ -32,6 +33,8 @@ def render_card(approval: Approval) -> tuple[str, list[Block]]:
             return render_retry_notice(approval)
         case "recovery":
             return render_recovery_card(approval)
+        case "delegation":
+            return render_delegation_notice(approval)
     return render_approval_card(approval)
 
 
@@ -40,9 +43,14 @@ def waiting_text(new_pauses: list[Approval]) -> str:
     kinds = [kind_of(a) for a in new_pauses]
     decisions, questions = kinds.count("approval"), kinds.count(QUESTION)
     failures = kinds.count(RECOVERY)
-    waits = len(kinds) - decisions - questions - failures
+    agents = kinds.count(DELEGATION)
+    waits = len(kinds) - decisions - questions - failures - agents
     if not kinds:
         return ":raised_hand: Still waiting for a decision."
+    if agents and not (decisions or questions or waits or failures):
+        return (
+            f":robot_face: Waiting for {agents} sub-agent{'s' if agents != 1 else ''} (see below)."
+        )
     if decisions and not (questions or waits or failures):
         # The sentence approvals always had.
         return (
@@ -58,4 +66,6 @@ def waiting_text(new_pauses: list[Approval]) -> str:
         parts.append(f"{failures} failed call{'s need' if failures != 1 else ' needs'} a choice")
     if waits:
         parts.append(f"{waits} call{'s are' if waits != 1 else ' is'} waiting (see below)")
+    if agents:
+        parts.append(f"{agents} sub-agent{'s are' if agents != 1 else ' is'} working")
     return ":raised_hand: Paused: " + "; ".join(parts) + "."

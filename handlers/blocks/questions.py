@@ -21,6 +21,7 @@ from handlers.blocks.kit import (
     OUTCOME_DETAIL_LIMIT,
     SECTION_LIMIT,
     Block,
+    asked_by,
     button,
     context,
     escape,
@@ -212,7 +213,7 @@ def render_answer_modal(approval: Approval, metadata: dict[str, Any]) -> Block:
 
 def question_item(approval: Approval, age: str, link: str) -> list[Block]:
     """A question on an /approvals page (or the Home), with what answers it."""
-    asked = f"asked by {mention(approval.requester)} {age} ago"
+    asked = f"{asked_by(approval)} {age} ago"
     question = escaped_within(question_of(approval), LIST_QUESTION_LIMIT)
     choices = choices_of(approval)
     offered = (

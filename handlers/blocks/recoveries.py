@@ -15,6 +15,7 @@ from handlers.blocks.kit import (
     OUTCOME_DETAIL_LIMIT,
     SECTION_LIMIT,
     Block,
+    asked_by,
     button,
     confirm,
     escape,
@@ -214,7 +215,7 @@ def recovery_item(approval: Approval, age: str, link: str) -> list[Block]:
     """A recovery on an /approvals page (or the Home), with its choices."""
     error = escaped_within(error_of(approval), LIST_ERROR_LIMIT)
     return list_row(
-        f"{headline(approval)}\n{error}\nasked by {mention(approval.requester)} {age} ago"
+        f"{headline(approval)}\n{error}\n{asked_by(approval)} {age} ago"
         f" · until {slack_date(approval.expires_at)}{link}",
         {
             "type": "actions",

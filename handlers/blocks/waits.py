@@ -12,9 +12,9 @@ from __future__ import annotations
 from handlers.blocks.kit import (
     OUTCOME_DETAIL_LIMIT,
     Block,
+    asked_by,
     escaped_within,
     list_row,
-    mention,
     pause_ids,
     shown_name,
     slack_date,
@@ -103,7 +103,7 @@ def render_retry_notice(approval: Approval) -> tuple[str, list[Block]]:
 
 def wait_item(approval: Approval, age: str, link: str) -> list[Block]:
     """A callback wait or a retry on an /approvals page (or the Home)."""
-    asked = f"asked by {mention(approval.requester)} {age} ago"
+    asked = f"{asked_by(approval)} {age} ago"
     if approval.kind == RETRY:
         due = approval.due_at or approval.expires_at
         line = (

@@ -129,6 +129,10 @@ async def run_state(services: Services, run: Run, state: str, outcome: RunOutcom
     pane = services.pane
     if pane is None or not in_pane(run.channel) or not run.thread_ts:
         return
+    if run.parent_run_id is not None:
+        # A sub-agent's run (issue 20 section 1): the pane's title, status and session are
+        # its parent's, which waits for it; the child's messages and cards are in the thread.
+        return
     try:
         async with pane.lock(run.channel, run.thread_ts):
             await _run_state(services, pane, run, state, outcome)

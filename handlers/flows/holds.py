@@ -60,6 +60,8 @@ async def hold_from_slack(
             if stopped.result == "cancelled":
                 await tell(":octagonal_sign: Stopped.")
                 await announce_cancelled(services, run_id)
+                if stopped.parent_resume is not None:  # a sub-agent: its parent carries on
+                    await resume_and_publish(services, stopped.parent_resume)
             else:
                 await tell(":octagonal_sign: Stopping at the next safe point.")
             return

@@ -16,7 +16,15 @@ from datetime import datetime
 from bot.engine import RunOutcome
 from bot.engine.steps import ON_EXPIRY_WORKFLOW
 from bot.ops import logs
-from handlers.blocks import CALLBACK, RETRY, granted_call_note, kind_of, ruled_call_note
+from handlers.blocks import (
+    CALLBACK,
+    DELEGATION,
+    RETRY,
+    granted_call_note,
+    kind_of,
+    ruled_call_note,
+)
+from handlers.flows.delegations import announce_child
 from handlers.services import Services
 from handlers.slack import RESUMING, RESUMING_EXPIRED
 from storage.models import Approval, Run
@@ -28,6 +36,7 @@ log = logging.getLogger(__name__)
 @logs.bound_to("run")
 async def drive_request(services: Services, run: Run) -> None:
     """Drive a stored request and answer in its thread (after Slack got its 200)."""
+    await announce_child(services, run)  # a sub-agent's run says who works on what
     progress = await services.publisher.run_progress(run)
     since = services.runner.clock()
     outcome = await services.runner.drive(run)
@@ -35,6 +44,22 @@ async def drive_request(services: Services, run: Run) -> None:
     await note_unasked_calls(services, run.id, since)
     if outcome.status in ("failed", "cancelled"):
         await refresh_settled_cards(services, run.id)  # the approvals it left are cancelled
+    await follow_delegations(services, outcome)
+
+
+async def follow_delegations(services: Services, outcome: RunOutcome) -> None:
+    """Sub-agents (issue 20 section 1): drive each child run a pause started, each as a
+    tracked task of its own (they work concurrently); and resume the parent whose resume this
+    child's end claimed. A crash before either leaves the child to the sweeper's take-over
+    (its lease runs out) and the parent to its claim's (the same), never to nobody."""
+    for child in outcome.children:
+        services.background.spawn(drive_request(services, child), name=f"sub-agent {child.id}")
+    if outcome.parent_resume is not None:
+        run = outcome.run
+        parent = outcome.parent_resume
+        if run is not None and run.parent_approval_id is not None:
+            await services.publisher.refresh_card(run.parent_approval_id)  # "answered"
+        await resume_and_publish(services, parent)
 
 
 @logs.bound_to("run_id")
@@ -52,6 +77,7 @@ async def resume_and_publish(
     await services.publisher.outcome(outcome, progress_ts=progress)
     await note_unasked_calls(services, run_id, since)
     await refresh_settled_cards(services, run_id)
+    await follow_delegations(services, outcome)
     return outcome
 
 
@@ -80,7 +106,7 @@ async def _refresh_settled_cards(services: Services, run_id: str) -> None:
         if not approval.card_ts:
             continue
         if approval.status in ("executed", "cancelled", "unknown") or (
-            kind_of(approval) in (CALLBACK, RETRY) and approval.status != "pending"
+            kind_of(approval) in (CALLBACK, RETRY, DELEGATION) and approval.status != "pending"
         ):
             cards.add(approval.batch_id or approval.id)
     for card in sorted(cards):
@@ -148,6 +174,7 @@ async def carry_on(services: Services, run: Run) -> None:
     await services.publisher.outcome(outcome)
     await note_unasked_calls(services, outcome.run_id, since)
     await refresh_settled_cards(services, outcome.run_id)
+    await follow_delegations(services, outcome)
 
 
 async def note_unasked_calls(services: Services, run_id: str, since: datetime) -> None:

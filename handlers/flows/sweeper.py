@@ -1,6 +1,7 @@
 """The sweeper: expires overdue approvals, takes over runs whose worker died, resumes paused
 runs that nothing is waiting for, cancels runs paused by an operator longer than
-``pause_ttl``, posts the cards and answers a crash or Slack left unposted (the outboxes),
+``pause_ttl``, stops sub-agents whose parent ended without them, posts the cards and answers
+a crash or Slack left unposted (the outboxes),
 completes the Workflow Builder steps whose approval is settled,
 forgets old Slack event ids. Every replica runs one; the
 conditional UPDATEs make them cooperate."""
@@ -36,6 +37,8 @@ async def sweep_once(services: Services) -> None:
         background.spawn(resume_and_publish(services, run_id), name=f"stranded {run_id}")
     for run_id in await runner.expire_holds():  # paused by an operator longer than pause_ttl
         background.spawn(announce_cancelled(services, run_id), name=f"pause_ttl {run_id}")
+    for run_id in await runner.stop_orphans():  # sub-agents whose parent ended without them
+        background.spawn(announce_cancelled(services, run_id), name=f"orphan {run_id}")
     await services.publisher.post_missing_cards()  # the card outbox (see handlers.slack.publish)
     await services.publisher.answers.post_due()  # runs' answers (see handlers.slack.answers)
     await services.publisher.edit_cards_due()  # quorum votes whose card edit was lost

@@ -139,7 +139,7 @@ def register(app: AsyncApp, services: Services) -> None:
 
 def _schema_of(services: Services, approval: Approval) -> dict[str, Any] | None:
     """The input schema of the approval's tool as configured now; None if it is gone."""
-    tool = next((t for t in services.config.tools if t.name == approval.tool_name), None)
+    tool = services.config.tool_named(approval.tool_name)
     return None if tool is None else (tool.input_schema or {})
 
 

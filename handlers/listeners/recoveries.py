@@ -142,7 +142,7 @@ def register(app: AsyncApp, services: Services) -> None:
         )
         if approval is None:
             return
-        tool = next((t for t in services.config.tools if t.name == approval.tool_name), None)
+        tool = services.config.tool_named(approval.tool_name)
         if tool is None or not blocks.editable(approval):
             await form.tell(":no_entry: This call cannot be edited.")
             return

@@ -172,6 +172,9 @@ class Approval(Base):
     # The model's text that came with the response asking for this call (its "why", shown on
     # the card), cut to WHY_LIMIT characters; None when the response said nothing.
     why: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The sub-agent whose run asked for this call (issue 20 section 1: "requested by agent
+    # researcher for @ana"); None for the main agent's calls.
+    agent: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class ApprovalApprover(Base):

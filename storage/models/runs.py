@@ -38,6 +38,12 @@ class Run(Base):
     # The thread's "Working on it…" message, until an outcome replaces it: stored, so that
     # whoever publishes the outcome (another replica after a crash too) edits it in place.
     progress_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Sub-agents (issue 20 section 1): the configured agent a child run is (None: the main
+    # agent), the run that delegated to it and that run's ``delegation`` row, which the
+    # child's end settles (storage.stores.delegations).
+    agent: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    parent_run_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
+    parent_approval_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
 
 
 class RunAnswer(Base):

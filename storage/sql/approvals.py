@@ -265,6 +265,7 @@ def approval_row(
     channel: str,
     thread_ts: str,
     now: datetime,
+    agent: str | None = None,
 ) -> dict[str, Any]:
     """A new pending approval as a whole ``approvals`` row (INSERT_APPROVAL's parameters):
     the one place a draft becomes a row, for a run's pause, a Workflow step and an API
@@ -310,4 +311,5 @@ def approval_row(
         "recovery_of": draft.recovery_of,
         "recovery_cause": draft.recovery_cause,
         "why": draft.why,
+        "agent": agent,
     }

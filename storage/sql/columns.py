@@ -89,6 +89,9 @@ RUN_COLUMNS = Columns(
         "created_at",
         "updated_at",
         "progress_ts",
+        "agent",
+        "parent_run_id",
+        "parent_approval_id",
     ),
     json=("history",),
     datetime=("lease_expires_at", "created_at", "updated_at"),
@@ -142,6 +145,7 @@ APPROVAL_COLUMNS = Columns(
         "recovery_of",
         "recovery_cause",
         "why",
+        "agent",
     ),
     json=("arguments", "approvers", "approved_by", "edited_arguments"),
     datetime=(

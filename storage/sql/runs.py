@@ -54,7 +54,7 @@ PAUSE_RUN = (
     "lease_owner = NULL, lease_expires_at = NULL, updated_at = :now "
     f"WHERE id = :id AND lease_owner = :worker AND status IN ({_ACTIVE}) "
     "RETURNING turn, requester, team_id, channel, thread_ts, "
-    "(SELECT action FROM run_holds WHERE run_holds.run_id = runs.id)"
+    "(SELECT action FROM run_holds WHERE run_holds.run_id = runs.id), agent"
 )
 FINISH_RUN = (
     "UPDATE runs SET status = :status, answer = :answer, error = :error, lease_owner = NULL, "

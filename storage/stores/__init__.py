@@ -28,6 +28,7 @@ from storage.stores.batches import BatchStore
 from storage.stores.cards import CardStore
 from storage.stores.checkpoints import CheckpointStore
 from storage.stores.decisions import DecisionStore
+from storage.stores.delegations import DelegationStore
 from storage.stores.edits import EditStore
 from storage.stores.events import EventStore
 from storage.stores.executions import ExecutionStore
@@ -53,6 +54,7 @@ __all__ = [
     "CardStore",
     "CheckpointStore",
     "DecisionStore",
+    "DelegationStore",
     "EditStore",
     "EventStore",
     "ExecutionStore",

@@ -17,6 +17,7 @@ from typing import Any
 from storage.drivers import Database, Mode, Tx
 from storage.models import Run, RunHold
 from storage.records import FINISHED_RUN_STATUSES, LeaseLost
+from storage.sql.delegations import ORPHANED_CHILDREN, UNFINISHED_CHILDREN
 from storage.sql.holds import (
     COUNT_HELD,
     DELETE_HOLD,
@@ -36,6 +37,7 @@ from storage.stores.transitions import (
     cancel_unfinished_approvals,
     claim_resume,
     lock_run,
+    settle_parent,
 )
 from storage.values import json_text
 
@@ -51,6 +53,9 @@ class HoldOutcome:
     result: str
     run: Run | None = None
     hold: RunHold | None = None
+    # A sub-agent's run cancelled by a Stop: its parent, whose resume the Stop's caller
+    # claimed (bot.engine.holds), for the caller to resume.
+    parent_resume: str | None = None
 
 
 @dataclass(frozen=True)
@@ -189,9 +194,66 @@ class HoldStore:
                 raise LeaseLost(run_id)
             audit(tx, now, "run_cancelled", run_id=run_id, reason=error)
             cancel_unfinished_approvals(tx, run_id, f"the run was cancelled: {error}", now)
+            # A child's end is its parent's result; the sweeper claims the parent's resume.
+            settle_parent(tx, run_id, "cancelled", answer=None, error=error, now=now)
             return error
 
         return await self.database.run(body, WRITE)
+
+    async def hold_children(
+        self, run_id: str, *, action: str, actor: str, reason: str | None, now: datetime
+    ) -> list[str]:
+        """Sub-agents (issue 20 section 1): pause or stop every unfinished run ``run_id``
+        delegated to, and theirs, each in a transaction of its own (a child's row is never
+        locked after its parent's in one transaction). The runs a hold reached."""
+        reached = []
+        for child_id in await self._unfinished_children(run_id):
+            outcome = await self.request_hold(
+                child_id, action=action, actor=actor, reason=reason, now=now
+            )
+            if outcome.result in ("held", "requested", "cancelled", "already"):
+                reached.append(child_id)
+            reached += await self.hold_children(
+                child_id, action=action, actor=actor, reason=reason, now=now
+            )
+        return reached
+
+    async def stop_orphans(self, *, now: datetime, limit: int = 50) -> list[str]:
+        """Stop the sub-agents' runs whose parent ended without them (the sweeper): a waiting
+        one is cancelled now, a working one at its next safe point. The runs cancelled now."""
+
+        def orphans(tx: Tx) -> list[tuple[str, str]]:
+            return [(str(r[0]), str(r[1])) for r in tx.all(ORPHANED_CHILDREN, {"limit": limit})]
+
+        cancelled = []
+        for child_id, parent_id in await self.database.run(orphans, READ_ONE):
+            reason = f"its parent run {parent_id} ended"
+            outcome = await self.request_hold(
+                child_id, action="stop", actor="parent-ended", reason=reason, now=now
+            )
+            if outcome.result == "cancelled":
+                cancelled.append(child_id)
+        return cancelled
+
+    async def release_children(self, run_id: str, *, actor: str, now: datetime) -> list[str]:
+        """Resume the children a parent's pause held (:meth:`hold_children`): their holds
+        released, their resumes claimed with a lease that has run out already, so the
+        sweeper of any replica carries each on. The runs released."""
+        released = []
+        for child_id in await self._unfinished_children(run_id):
+            outcome = await self.release_hold(
+                child_id, actor=actor, worker="parent-resumed", lease_until=now, now=now
+            )
+            if outcome.released:
+                released.append(child_id)
+            released += await self.release_children(child_id, actor=actor, now=now)
+        return released
+
+    async def _unfinished_children(self, run_id: str) -> list[str]:
+        def body(tx: Tx) -> list[str]:
+            return [str(row[0]) for row in tx.all(UNFINISHED_CHILDREN, {"id": run_id})]
+
+        return await self.database.run(body, READ_ONE)
 
     async def release_hold(
         self, run_id: str, *, actor: str, worker: str, lease_until: datetime, now: datetime

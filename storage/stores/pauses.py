@@ -34,6 +34,7 @@ from storage.sql.events import INSERT_AUDIT, audit_row, rule_matched_row
 from storage.sql.reach import ReachPlan
 from storage.sql.runs import PAUSE_RUN
 from storage.sql.waits import ADOPT_CALLBACK
+from storage.stores.delegations import insert_children
 from storage.stores.reach import insert_reach
 from storage.stores.rows import APPROVALS
 from storage.stores.transitions import claim_resume
@@ -48,6 +49,7 @@ REQUESTED_EVENT = {
     "callback": "callback_awaited",
     "retry": "retry_scheduled",
     "recovery": "recovery_requested",
+    "delegation": "delegation_requested",
 }
 # A tool call id longer than its column is refused before the transaction (ValueTooLong).
 TOOL_CALL_ID_LIMIT: int = getattr(Approval.__table__.c.tool_call_id.type, "length", 0)
@@ -99,7 +101,7 @@ class PauseStore:
             row = tx.one(PAUSE_RUN, params)
             if row is None:
                 raise LeaseLost(run_id)
-            turn, requester, team_id, channel, thread_ts, hold = row
+            turn, requester, team_id, channel, thread_ts, hold, agent = row
             if stop_if_held and hold is not None:
                 raise RunHeld(run_id, str(hold))  # rolls the pause back
             if still_pending:
@@ -120,6 +122,7 @@ class PauseStore:
                     channel=channel,
                     thread_ts=thread_ts,
                     now=now,
+                    agent=agent,
                 )
                 for draft in drafts
                 if not draft.adopt
@@ -145,12 +148,24 @@ class PauseStore:
                 tx.executemany(INSERT_APPROVER, approver_rows(rows))
                 insert_reach(tx, rows, reach_plans)
             tx.executemany(INSERT_AUDIT, audits)
+            # Sub-agents' runs: inserted with the rows that wait for them (.delegations).
+            children = insert_children(
+                tx,
+                run_id,
+                drafts,
+                requester=requester,
+                team_id=team_id,
+                channel=channel,
+                thread_ts=thread_ts,
+                lease_until=lease_until,
+                now=now,
+            )
             waiting = [APPROVALS.build(r) for r in rows] + [
                 a for a in adopted if a.status == "pending"
             ]
             # A callback may have completed before this pause was stored: nothing new waits.
             claimed = not waiting and claim_resume(tx, run_id, claimer or worker, lease_until, now)
-            return PauseOutcome(approvals=waiting, resume_claimed=claimed)
+            return PauseOutcome(approvals=waiting, resume_claimed=claimed, children=children)
 
         def adopt(tx: Tx, draft: ApprovalDraft, turn: int) -> Approval:
             params = {

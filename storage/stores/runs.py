@@ -36,7 +36,12 @@ from storage.sql.runs import (
 from storage.stores.answers import store_answer
 from storage.stores.events import audit
 from storage.stores.rows import APPROVALS, RUNS
-from storage.stores.transitions import cancel_paused_run, cancel_unfinished_approvals, run_busy
+from storage.stores.transitions import (
+    cancel_paused_run,
+    cancel_unfinished_approvals,
+    run_busy,
+    settle_parent,
+)
 from storage.values import json_text, storable
 
 log = logging.getLogger(__name__)
@@ -186,7 +191,14 @@ class RunStore:
         history: list[dict[str, Any]] | None = None,
         answer: str | None = None,
         error: str | None = None,
-    ) -> None:
+        claimer: str | None = None,
+        lease_until: datetime | None = None,
+    ) -> str | None:
+        """End a run this drive holds (LeaseLost otherwise), with its answer in the outbox.
+
+        A child run's end settles its parent's ``delegation`` row in the same transaction and,
+        with ``claimer``, claims the parent's resume when nothing else of it waits: returns
+        the parent's id then (the caller resumes it), else None."""
         if status not in FINISHED_RUN_STATUSES:
             raise ValueError(f"not a final status: {status}")
         params: dict[str, Any] = {
@@ -202,7 +214,7 @@ class RunStore:
             params["history"] = json_text(history)
             sql = FINISH_RUN_WITH_HISTORY
 
-        def body(tx: Tx, *, settle_approvals: bool = True) -> None:
+        def body(tx: Tx, *, settle_approvals: bool = True) -> str | None:
             if tx.execute(sql, params) != 1:
                 raise LeaseLost(run_id)
             audit(tx, now, f"run_{status}", run_id=run_id, error=error)
@@ -210,16 +222,26 @@ class RunStore:
             store_answer(tx, run_id, status, answer if status == "completed" else error, now)
             if settle_approvals and status in ("failed", "cancelled"):
                 cancel_unfinished_approvals(tx, run_id, f"the run {status}: {error}", now)
+            return settle_parent(
+                tx,
+                run_id,
+                status,
+                answer=answer,
+                error=error,
+                now=now,
+                claimer=claimer,
+                lease_until=lease_until,
+            )
 
         try:
-            await self.database.run(body, WRITE)
+            return await self.database.run(body, WRITE)
         except DATABASE_FAILURES as exc:
             if status not in ("failed", "cancelled"):
                 raise
             # The run's end must be recorded even when its approvals cannot be written (the
             # failure it reports may be that very table): end it alone, and say so.
             log.error("run %s: its approvals could not be cancelled with it: %s", run_id, exc)
-            await self.database.run(lambda tx: body(tx, settle_approvals=False), WRITE)
+            return await self.database.run(lambda tx: body(tx, settle_approvals=False), WRITE)
 
     async def cancel_run(self, run_id: str, *, reason: str, actor: str, now: datetime) -> bool:
         """Cancel a paused run and every approval still pending in it."""

@@ -1,5 +1,6 @@
 """The steps several stores take inside their own transactions: the run's lock, the resume
-claim, cancelling a paused run, and a decision's row and outcome.
+claim, cancelling a paused run, a decision's row and outcome, and a child run's end settling
+its parent's ``delegation`` row.
 
 Owns no table of its own; these are the transitions of ``runs`` and ``approvals`` that more
 than one aggregate makes (a decision, an expiry, an answer, a callback, an uninstall), written
@@ -15,6 +16,7 @@ from storage.drivers import Tx
 from storage.models import Approval
 from storage.records import DecisionOutcome, RunBusy
 from storage.sql.approvals import DECIDE
+from storage.sql.delegations import PARENT_OF_RUN, SETTLE_DELEGATION
 from storage.sql.runs import (
     CANCEL_PAUSED_RUN,
     CANCEL_PENDING_APPROVALS,
@@ -69,6 +71,8 @@ def cancel_paused_run(tx: Tx, run_id: str, reason: str, now: datetime) -> bool:
     audit(tx, now, "run_cancelled", run_id=run_id, reason=reason)
     store_answer(tx, run_id, "cancelled", reason, now)  # "Stopped: …" in its thread
     cancel_unfinished_approvals(tx, run_id, f"the run was cancelled: {reason}", now)
+    # A child's end is its parent's result; the sweeper claims the parent's resume.
+    settle_parent(tx, run_id, "cancelled", answer=None, error=reason, now=now)
     return True
 
 
@@ -117,3 +121,64 @@ def decided_outcome(
     run_row = tx.one(RUN_BY_ID, {"id": approval.run_id})
     assert run_row is not None
     return DecisionOutcome(approval=approval, resume_claimed=True, run=RUNS.load(tx, run_row))
+
+
+# -- sub-agents (storage.stores.delegations) ----------------------------------------------
+
+RESULT_LIMIT = 20_000
+
+
+def child_result(status: str, answer: str | None, error: str | None) -> str:
+    """What the parent's ``delegate`` call returns: the child's final answer, or
+    "failed: …", or "stopped by @x" (a Stop), or "cancelled: …"."""
+    if status == "completed":
+        text = answer or ""
+    elif status == "failed":
+        text = f"failed: {error or 'the sub-agent failed'}"
+    elif error and error.lower().startswith("stopped by "):
+        who = error[len("stopped by ") :]
+        text = f"stopped by @{who}"
+    elif error and error.lower() == "stopped":
+        text = "stopped by an operator"
+    else:
+        text = f"cancelled: {error or 'the sub-agent was cancelled'}"
+    return text[:RESULT_LIMIT]
+
+
+def settle_parent(
+    tx: Tx,
+    run_id: str,
+    status: str,
+    *,
+    answer: str | None,
+    error: str | None,
+    now: datetime,
+    claimer: str | None = None,
+    lease_until: datetime | None = None,
+) -> str | None:
+    """A run ended (``status``): if it is a child, settle its parent's ``delegation`` row with
+    its result; with ``claimer``, also claim the parent's resume when nothing else of it
+    waits. The parent's id when this claimed its resume, else None."""
+    link = tx.one(PARENT_OF_RUN, {"id": run_id})
+    if link is None or link[0] is None or link[1] is None:
+        return None
+    parent_run_id, parent_approval_id = str(link[0]), str(link[1])
+    lock_run(tx, parent_run_id)  # the parent's lock before its row (the order all keep)
+    result = child_result(status, answer, error)
+    params = {"id": parent_approval_id, "result": result, "outcome": status, "now": now}
+    if tx.one(SETTLE_DELEGATION, params) is None:
+        return None  # the parent moved on (cancelled): nothing waits for this result
+    audit(
+        tx,
+        now,
+        "delegation_settled",
+        run_id=parent_run_id,
+        approval_id=parent_approval_id,
+        child_run_id=run_id,
+        outcome=status,
+    )
+    if claimer is None or lease_until is None:
+        return None  # the sweeper claims it (a paused run with nothing pending)
+    if claim_resume(tx, parent_run_id, claimer, lease_until, now):
+        return parent_run_id
+    return None

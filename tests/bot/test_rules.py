@@ -270,9 +270,9 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
         'number and a unit, like "45s", "30m", "2h" or "1d"',
         "policies.scale_service.rules[1].colour: unknown key (known: approval, approvers, "
         "message, min_approvals, on_expiry, ttl, when)",
-        "unknown key 'mystery' (known: admins, api_rate_limit, approval_ttl, approver_dm_limit, "
-        "ask_user, assistant_cards_channel, batch_threshold, chain_limit, database_url, "
-        "max_approvals_per_turn, max_recoveries, "
+        "unknown key 'mystery' (known: admins, agents, api_rate_limit, approval_ttl, "
+        "approver_dm_limit, ask_user, assistant_cards_channel, batch_threshold, chain_limit, "
+        "database_url, delegate, max_approvals_per_turn, max_delegation_depth, max_recoveries, "
         "max_retry_attempts, max_retry_wait, mcp_servers, metrics_port, model, on_error, "
         "pause_ttl, policies, public_url, recovery_by, recovery_ttl, run_lease, shutdown_grace, "
         "slash_command, streaming, sweep_interval, system_prompt, tools)",

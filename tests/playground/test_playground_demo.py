@@ -158,3 +158,19 @@ def test_the_demo_answers_in_plain_sentences() -> None:
     assert answer == "Here is what happened:\n• `deploy_service`: status deployed"
     for text in (deployed, rows, edited, refused, expired, answer):
         assert "{" not in text and "instead of" not in text and "UTC with" not in text[:8]
+
+
+async def test_the_researcher_sub_agent_looks_up_each_service_at_once(tmp_path: Path) -> None:
+    async with running_playground(data_dir=tmp_path) as pg:
+        server = pg.server
+        asked = await server.mention(ANA, CHANNEL, "<@U0BOT> research payments and checkout")
+        await pg.settle()
+        thread = server.thread(CHANNEL, asked.message.ts)  # type: ignore[union-attr]
+        texts = [m.text for m in thread]
+        assert any(t.startswith("🤖 researcher is working on: status of payments") for t in texts)
+        assert any(t.startswith("🤖 researcher is working on: status of checkout") for t in texts)
+        assert any("`get_status`, `run_sql`" in t for t in texts)
+        final = [t for t in texts if "`delegate`" in t and "Here is what happened" in t]
+        assert len(final) == 1, texts
+        assert "payments" in final[0] and "checkout" in final[0]
+        assert _cards(server.messages, "approval_summary") == [], "read-only: nobody asked"
