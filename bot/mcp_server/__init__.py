@@ -4,7 +4,7 @@ Claude Code, Cursor or any MCP client gets two tools, ``request_approval`` and
 ``ask_human``, that ask a person in Slack and wait for the answer. They are the HTTP API's
 requests (:mod:`bot.engine.requests`: the same checks, rows, cards and views, for the same
 API tokens), asked over MCP instead of ``/api/v1``; the server writes to the database a
-running ``approval-bot serve`` uses, whose sweeper posts the card and whose click handling
+running ``approval-bot serve`` uses, whose card outbox posts the card and whose click handling
 settles it. It imports only the core and storage (and the API's token hashing), never Slack:
 the entry layer (:mod:`bot.cli.mcp`) starts it on stdio or streamable HTTP.
 """

@@ -8,7 +8,8 @@ caller's API token (its channels, its idempotency keys, its requester), and
 :func:`~bot.engine.requests.request_view` is what the caller is told. A bad argument is a
 tool error naming it (the MCP name: ``timeout`` where the API says ``ttl``), before
 anything is stored. The card is not posted from here: the row waits in the card outbox until
-the sweeper of a running ``approval-bot serve`` on the same database posts it.
+a running ``approval-bot serve`` on the same database posts it
+(``handlers.flows.sweeper.run_card_outbox``, within seconds).
 
 The call then waits until the request is settled (:mod:`bot.mcp_server.waiting`). If the
 client goes away the request stays; a call with the same ``idempotency_key`` (and the same

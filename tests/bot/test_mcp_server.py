@@ -35,14 +35,15 @@ from tests.support.serve_process import ROOT, ServedBot, free_port, served_bot
 CHANNEL = "C0OPS"
 OTHER_CHANNEL = "C0SECRET"
 APPROVER = "U0APPROVER1"
-# The card outbox is the sweeper's: a short interval posts an MCP request's card soon.
-EXTRA = 'sweep_interval = "1s"\n'
 
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[ServedBot, str]]:
     url = f"sqlite:///{tmp_path / 'bot.db'}"
-    async with served_bot(url, tmp_path, extra_config=EXTRA, capture_output=True) as bot:
+    # The sweeper sweeps once at start and then not for an hour: the cards of the requests
+    # stored later by `approval-bot mcp` come from serve's card outbox (run_card_outbox).
+    extra = 'sweep_interval = "1h"\n'
+    async with served_bot(url, tmp_path, extra_config=extra, capture_output=True) as bot:
         yield bot, url
 
 
