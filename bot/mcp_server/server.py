@@ -40,6 +40,10 @@ INSTRUCTIONS = (
     "off, calling again with the same key and arguments waits for the same request."
 )
 
+MAX_WAIT = (
+    "seconds to wait at most, then return status pending (for clients that cut long calls "
+    "off; call again with the same idempotency_key); default: until a person acts"
+)
 TokenOf = Callable[[Context], Awaitable[StoredToken]]
 
 
@@ -144,6 +148,7 @@ def build_server(
             str | None,
             Field(description="the same key and arguments again wait for the same request"),
         ] = None,
+        max_wait: Annotated[int | None, Field(description=MAX_WAIT)] = None,
     ) -> dict[str, Any]:
         """Ask a person in Slack to approve an action, and wait for the decision.
 
@@ -159,6 +164,7 @@ def build_server(
                 approvers=approvers,
                 timeout=timeout,
                 idempotency_key=idempotency_key,
+                max_wait=max_wait,
             ),
         )
 
@@ -183,6 +189,7 @@ def build_server(
             str | None,
             Field(description="the same key and arguments again wait for the same question"),
         ] = None,
+        max_wait: Annotated[int | None, Field(description=MAX_WAIT)] = None,
     ) -> dict[str, Any]:
         """Ask a person in Slack a question, and wait for the answer (status answered,
         answer, decided_by)."""
@@ -197,6 +204,7 @@ def build_server(
                 answerers=answerers,
                 timeout=timeout,
                 idempotency_key=idempotency_key,
+                max_wait=max_wait,
             ),
         )
 

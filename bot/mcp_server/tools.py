@@ -43,6 +43,7 @@ from storage.repository import DATABASE_FAILURES, Repository, StoredToken, time_
 
 log = logging.getLogger(__name__)
 
+LONGEST_MAX_WAIT = 24 * 3600  # seconds
 TIME_LIMIT = 5.0  # the database's time for one step of a call (as the HTTP API's)
 # The API's field names that the tools call otherwise.
 MCP_NAMES = {"ttl": "timeout", "body": "arguments"}
@@ -85,6 +86,7 @@ class Asking:
         approvers: list[str] | None,
         timeout: str | int | None,
         idempotency_key: str | None,
+        max_wait: int | None = None,
     ) -> dict[str, Any]:
         body = {
             "channel": self._channel(token, channel),
@@ -94,7 +96,7 @@ class Asking:
             "ttl": timeout,
             "idempotency_key": idempotency_key,
         }
-        return await self._ask(token, progress, read_approval, body)
+        return await self._ask(token, progress, read_approval, body, max_wait)
 
     async def ask_human(
         self,
@@ -107,6 +109,7 @@ class Asking:
         answerers: list[str] | None,
         timeout: str | int | None,
         idempotency_key: str | None,
+        max_wait: int | None = None,
     ) -> dict[str, Any]:
         body = {
             "channel": self._channel(token, channel),
@@ -116,7 +119,7 @@ class Asking:
             "ttl": timeout,
             "idempotency_key": idempotency_key,
         }
-        return await self._ask(token, progress, read_question, body)
+        return await self._ask(token, progress, read_question, body, max_wait)
 
     def _channel(self, token: StoredToken, channel: str | None) -> str:
         if channel:
@@ -133,7 +136,10 @@ class Asking:
         progress: Progress,
         reader: Callable[[Any], HumanRequest],
         body: dict[str, Any],
+        max_wait: int | None,
     ) -> dict[str, Any]:
+        if max_wait is not None and not 0 <= max_wait <= LONGEST_MAX_WAIT:
+            raise Refusal(f"max_wait: must be 0 to {LONGEST_MAX_WAIT} seconds (or left out)")
         try:
             asked = reader(body)
             with time_limit(TIME_LIMIT):
@@ -155,8 +161,18 @@ class Asking:
         assert approval is not None
         if created.created:
             log.info("mcp: %s %s requested by token %s", asked.kind, approval.id, token.name)
-        settled = await wait_until_settled(self._read, approval, progress, clock=self.clock)
+        settled = await wait_until_settled(
+            self._read, approval, progress, clock=self.clock, at_most=max_wait
+        )
         view = request_view(settled)
+        if settled.status == "pending" and not overdue(settled, self.clock()):
+            view["note"] = (
+                f"still waiting after {max_wait} s: call again with the same idempotency_key "
+                "and arguments to wait on"
+                if asked.idempotency_key
+                else f"still waiting after {max_wait} s (without an idempotency_key, "
+                "calling again asks again)"
+            )
         if overdue(settled, self.clock()):
             view["note"] = (
                 "it expired with no decision, but no running `approval-bot serve` on this "

@@ -57,10 +57,13 @@ async def wait_until_settled(
     progress: Progress,
     *,
     clock: Callable[[], datetime],
+    at_most: float | None = None,
 ) -> Approval:
-    """The approval once it is no longer pending (or once :func:`overdue`)."""
+    """The approval once it is no longer pending (or once :func:`overdue`, or after
+    ``at_most`` seconds, still pending)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
+    deadline = None if at_most is None else started + at_most
     lifetime = (approval.expires_at - approval.created_at).total_seconds()
     told, told_at, last = "", -PROGRESS_EVERY, -1.0
     delay = POLL_FIRST
@@ -72,6 +75,9 @@ async def wait_until_settled(
             last = max(round(waited, 1), last + 0.1)  # MCP: progress only increases
             await progress(last, lifetime, message)
             told, told_at = message, waited
+        if deadline is not None and loop.time() + delay > deadline:
+            await asyncio.sleep(max(deadline - loop.time(), 0))
+            return await read(approval.id) or current
         await asyncio.sleep(delay)
         delay = min(delay * POLL_GROWTH, POLL_MOST)
         current = await read(approval.id) or current

@@ -5,7 +5,8 @@ or as a service (``--http PORT`` with a bearer token), on the database of a real
 ``approval-bot serve`` whose sweeper posts the card to our Slack server; a person clicks the
 card (a signed request to serve) and the tool call returns the decision, having sent
 progress notifications while it waited. A client that goes away leaves the request; the same
-``idempotency_key`` from a new client picks up the wait. Bad arguments are tool errors and
+``idempotency_key`` from a new client picks up the wait (``max_wait`` returns it pending
+first, for clients that cut long calls off). Bad arguments are tool errors and
 store nothing; a missing or unknown token is refused over HTTP before any MCP message.
 """
 
@@ -188,6 +189,9 @@ async def test_the_same_idempotency_key_after_the_client_went_away_picks_up_the_
             await call
     assert await rows(url, "approvals") == 1
     async with stdio_session(tmp_path, url, token.token) as session:
+        # A client that cuts long calls off asks to wait a second at most: still pending.
+        brief = result_of(await session.call_tool("request_approval", {**arguments, "max_wait": 1}))
+        assert brief["status"] == "pending" and "same idempotency_key" in brief["note"]
         progress = Progress()
         again = asyncio.create_task(
             session.call_tool("request_approval", arguments, progress_callback=progress)
@@ -295,6 +299,7 @@ async def test_bad_arguments_are_tool_errors_and_store_nothing(tmp_path: Path) -
         ({**good, "approvers": ["ana"]}, "approvers"),
         ({**good, "timeout": "soon"}, "timeout"),
         ({**good, "idempotency_key": "k" * 300}, "idempotency_key"),
+        ({**good, "max_wait": -1}, "max_wait"),
         ({"details": {}}, "action"),  # missing
     ]
     async with stdio_session(tmp_path, url, token.token) as session:
