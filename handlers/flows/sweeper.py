@@ -3,7 +3,8 @@ runs that nothing is waiting for, cancels runs paused by an operator longer than
 ``pause_ttl``, posts the cards and answers a crash or Slack left unposted (the outboxes),
 completes the Workflow Builder steps whose approval is settled,
 forgets old Slack event ids. Every replica runs one; the
-conditional UPDATEs make them cooperate."""
+conditional UPDATEs make them cooperate. Beside it, :func:`run_card_outbox` reads the card
+outbox alone every second, for the requests another process (``approval-bot mcp``) stores."""
 
 from __future__ import annotations
 
