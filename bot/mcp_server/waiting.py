@@ -25,7 +25,7 @@ from storage.models import Approval
 
 POLL_FIRST = 0.2  # seconds before the second read
 POLL_GROWTH = 1.5
-POLL_MOST = 2.0  # a decision is seen within this long
+POLL_MOST = 1.0  # a decision is seen within this long (one primary-key read a second)
 PROGRESS_EVERY = 5.0  # seconds between progress notifications that say nothing new
 EXPIRY_GRACE = timedelta(minutes=2)  # a running serve's sweeper expires it well within this
 
