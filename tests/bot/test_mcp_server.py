@@ -206,6 +206,8 @@ async def test_the_same_idempotency_key_after_the_client_went_away_picks_up_the_
         # Once decided, the same key returns the decision at once.
         assert result_of(await session.call_tool("request_approval", arguments)) == decided
     assert await rows(url, "approvals") == 1
+    # The server whose client went away mid-wait stopped quietly.
+    assert "Traceback" not in (tmp_path / "mcp-stderr.log").read_text()
 
 
 async def test_over_http_a_bearer_token_is_required_and_the_decision_returns(
