@@ -5,7 +5,7 @@ The bot runs as ``approval-bot serve`` in its own process (SQLite, or PostgreSQL
 ``--postgres URL``); ``approval-bot mcp`` is a second process on the same database, started
 by the SDK's ``stdio_client`` as Claude Code or Cursor start it; this process plays Slack and
 the MCP client. For each round: call ``request_approval``, time call -> card posted (serve's
-card outbox: ``handlers.flows.sweeper.CARD_POLL`` after ``handlers.slack.publish.CARD_GRACE``),
+card outbox for requests of other systems, read every ``handlers.flows.sweeper.CARD_POLL``),
 hold ``--hold`` seconds (the wait's reads have backed off to ``POLL_MOST`` by then), click
 Approve, and time click -> the tool's result.
 

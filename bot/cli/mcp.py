@@ -11,7 +11,7 @@ only to its own channels, as over ``/api/v1``.
 
 It needs the database of a running ``approval-bot serve`` (the same ``DATABASE_URL`` or
 ``--config``): this process stores the requests and reads their outcome, and the server
-posts the cards (its card outbox, within seconds) and records the clicks.
+posts the cards (its card outbox, within about a second) and records the clicks.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ caller's API token (its channels, its idempotency keys, its requester), and
 tool error naming it (the MCP name: ``timeout`` where the API says ``ttl``), before
 anything is stored. The card is not posted from here: the row waits in the card outbox until
 a running ``approval-bot serve`` on the same database posts it
-(``handlers.flows.sweeper.run_card_outbox``, within seconds).
+(``handlers.flows.sweeper.run_card_outbox``, within about a second).
 
 The call then waits until the request is settled (:mod:`bot.mcp_server.waiting`). If the
 client goes away the request stays; a call with the same ``idempotency_key`` (and the same
