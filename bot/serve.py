@@ -45,7 +45,8 @@ from bot.ops.http_logs import SERVER_LOGGER
 from bot.ops.metrics import count_database_errors
 from bot.ops.retry_timer import run_retry_timer
 from handlers.app import build_app, build_services, build_web_app
-from handlers.flows import after_expiry, resume_and_publish, run_sweeper
+from handlers.flows import after_expiry, resume_and_publish, run_card_outbox, run_sweeper
+from handlers.flows.sweeper import CARD_POLL
 from handlers.middleware import observe_request
 from handlers.services import Services
 from handlers.slack import RESUMING_CALLBACK, RESUMING_RETRY, SlackSettings, workspace_clients
@@ -81,6 +82,7 @@ class Bot:
     sweeper: asyncio.Task[None] | None = None
     retry_timer: asyncio.Task[None] | None = None
     webhooks: asyncio.Task[None] | None = None  # the API's webhook outbox (bot.api)
+    cards: asyncio.Task[None] | None = None  # the card outbox, between sweeps
     # Set when the port closes: long-polls held by /api/v1 answer at once (not after grace).
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     stop_sweeping: asyncio.Event = field(default_factory=asyncio.Event)
@@ -112,7 +114,7 @@ class Bot:
             self.sweeper.cancel()
             report.cancelled.append("sweeper")
             await asyncio.gather(self.sweeper, return_exceptions=True)
-        for timer in (self.retry_timer, self.webhooks):
+        for timer in (self.retry_timer, self.webhooks, self.cards):
             if timer is not None and not timer.done():
                 timer.cancel()
                 await asyncio.gather(timer, return_exceptions=True)
@@ -204,6 +206,9 @@ async def started_bot(
             )
         )
         bot.sweeper = asyncio.create_task(run_sweeper(services, interval, bot.stop_sweeping))
+        bot.cards = asyncio.create_task(
+            run_card_outbox(services, bot.stop_sweeping, min(interval, CARD_POLL))
+        )
         bot.retry_timer = asyncio.create_task(
             run_retry_timer(
                 runner.due_retries, resume, spawn, bot.stop_sweeping, outages=runner.outages

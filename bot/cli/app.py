@@ -106,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Their stdout is a log (banners); other commands' stdout is their output.
             output.wrap_stdout()
             return _main(args)
+        if args.command == "mcp":
+            return _main(args)  # stdout carries the protocol: neither wrapped nor filtered
         # Their output shows what models, tools and users wrote: shown, never obeyed.
         try:
             with terminal_safe_output():
@@ -147,7 +149,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         # Commands that only read what is recorded need no tools (nor llm, which loading
         # them imports): they start in a fraction of the time.
-        config = load_config(args.config, tools=key not in READ_ONLY)
+        config = load_config(args.config, tools=key not in READ_ONLY and args.command != "mcp")
     except ConfigError as exc:
         print(f"approval-bot: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -158,6 +160,10 @@ def _main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if args.command == "mcp":  # it stores requests and waits: no model, no tools
+        from bot.cli.mcp import mcp
+
+        return mcp(config, args)
     if args.command == "serve" or key in DRIVE_RUNS:
         _prepare_models(config)
     if args.command == "serve":

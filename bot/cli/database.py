@@ -28,6 +28,7 @@ NEEDS_A_DATABASE = {
     ("grants", "list"),
     ("grants", "revoke"),
     ("audit", "export"),
+    ("mcp", ""),  # the database of a running serve: it posts the cards
 }
 
 

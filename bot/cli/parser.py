@@ -15,6 +15,7 @@ from bot.cli.api_tokens import add_api_commands
 from bot.cli.audit import add_audit_commands
 from bot.cli.exits import EXIT_USAGE, shown
 from bot.cli.grants import add_grants_commands
+from bot.cli.mcp import add_mcp_command
 from bot.cli.run_holds import add_hold_commands
 from bot.cli.waits import add_waits_commands
 from bot.ops.logs import LOG_FORMAT_ENV, LOG_FORMATS, terminal_safe
@@ -205,6 +206,7 @@ def build_parser() -> _Parser:
     grants = add_grants_commands(commands, list_limit, USER_ID)
     audit = add_audit_commands(commands)
     api_tokens, webhooks = add_api_commands(commands, list_limit)
+    add_mcp_command(commands, tcp_port)
     _add_slack_commands(commands)
     parser.subcommand_parsers = {
         "db": db,

@@ -38,7 +38,7 @@ from handlers.flows.runs import (
     resume_and_publish,
 )
 from handlers.flows.settle import DECISION_FAILED, answer_from_slack, decide_from_slack
-from handlers.flows.sweeper import run_sweeper, sweep_once
+from handlers.flows.sweeper import run_card_outbox, run_sweeper, sweep_once
 
 __all__ = [
     "DECISION_FAILED",
@@ -71,6 +71,7 @@ __all__ = [
     "refresh_settled_cards",
     "resume_and_publish",
     "revoke_from_slack",
+    "run_card_outbox",
     "run_sweeper",
     "show_hold",
     "sweep_once",

@@ -4,7 +4,9 @@ runs that nothing is waiting for, cancels runs paused by an operator longer than
 a crash or Slack left unposted (the outboxes),
 completes the Workflow Builder steps whose approval is settled,
 forgets old Slack event ids. Every replica runs one; the
-conditional UPDATEs make them cooperate."""
+conditional UPDATEs make them cooperate. Beside it, :func:`run_card_outbox` reads the card
+outbox's requests of other systems every second, for those another process (``approval-bot
+mcp``) stores."""
 
 from __future__ import annotations
 
@@ -49,6 +51,30 @@ async def sweep_once(services: Services) -> None:
     if services.home is not None:
         await services.home.publish_dirty()  # Homes another replica marked and left
     await services.repo.forget_events_before(utcnow() - EVENT_MEMORY)
+
+
+CARD_POLL = 1.0  # seconds between looks at the card outbox alone
+
+
+async def run_card_outbox(
+    services: Services, stop: asyncio.Event, interval: float = CARD_POLL
+) -> None:
+    """The card outbox's requests from other systems, every ``interval`` seconds until
+    ``stop`` is set: a request another process stored (``approval-bot mcp`` writes to the
+    database and never to Slack) gets its card within about a second, not at the next sweep.
+    A cheap indexed read when nothing waits; posts are claimed, so this, the API route's own
+    post, the sweeper and other replicas never post one twice."""
+    outages = services.runner.outages
+    while not stop.is_set():
+        try:
+            await services.publisher.post_request_cards()
+        except Exception as exc:
+            if not outages.failed("card outbox", exc):
+                log.exception("posting missing cards failed; trying again in %.0fs", interval)
+        else:
+            outages.succeeded("card outbox")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
 
 
 async def run_sweeper(

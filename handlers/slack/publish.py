@@ -350,6 +350,15 @@ class Publisher:
             posted += 1
         return posted
 
+    async def post_request_cards(self) -> int:
+        """The outbox's requests from other systems (the HTTP API, ``approval-bot mcp``),
+        without the grace: no worker of this process is about to post them."""
+        posted = 0
+        for approval_id in await self.repo.request_cards_to_post(utcnow()):
+            await self.post_card(approval_id)
+            posted += 1
+        return posted
+
     @logs.bound_to("approval_id")
     async def refresh_card(self, approval_id: str, *, clicked: CardPlace | None = None) -> None:
         """Edit a card in place to show the approval as it is now (buttons gone once decided).

@@ -145,6 +145,15 @@ CARDS_TO_POST = (
     f"AND created_at <= :created_before AND {_NO_LIVE_CARD_CLAIM} AND {_OWN_CARD} "
     "ORDER BY created_at LIMIT :limit"
 )
+# The cards of requests another system asked for (the HTTP API, the MCP server, whose
+# process never posts one), with no grace: posting is claimed, so a poster racing the API
+# route's own post loses cleanly.
+REQUEST_CARDS_TO_POST = (
+    "SELECT id FROM approvals WHERE status = 'pending' AND card_ts IS NULL "
+    f"AND {_NO_LIVE_CARD_CLAIM} AND {_OWN_CARD} "
+    "AND id IN (SELECT approval_id FROM api_requests) "
+    "ORDER BY created_at LIMIT :limit"
+)
 
 
 def approver_rows(approvals: Sequence[dict[str, Any]]) -> list[dict[str, str]]:

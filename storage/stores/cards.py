@@ -12,7 +12,13 @@ from datetime import datetime
 
 from storage.drivers import Database, Mode, Tx
 from storage.models import Approval
-from storage.sql.approvals import ADOPT_CARD, CARDS_TO_POST, CLAIM_CARD, SET_CARD
+from storage.sql.approvals import (
+    ADOPT_CARD,
+    CARDS_TO_POST,
+    CLAIM_CARD,
+    REQUEST_CARDS_TO_POST,
+    SET_CARD,
+)
 from storage.sql.votes import CARD_EDITS_DUE, CLEAR_CARD_EDIT_DUE
 from storage.stores.rows import APPROVALS
 
@@ -46,6 +52,15 @@ class CardStore:
 
         def body(tx: Tx) -> list[str]:
             return [row[0] for row in tx.all(CARDS_TO_POST, params)]
+
+        return await self.database.run(body, READ_ONE)
+
+    async def request_cards_to_post(self, now: datetime, *, limit: int = 100) -> list[str]:
+        """Pending API and MCP requests with no card and no live claim on posting one."""
+        params = {"now": now, "limit": limit}
+
+        def body(tx: Tx) -> list[str]:
+            return [row[0] for row in tx.all(REQUEST_CARDS_TO_POST, params)]
 
         return await self.database.run(body, READ_ONE)
 

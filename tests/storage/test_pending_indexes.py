@@ -18,7 +18,12 @@ import pytest
 from bot.clock import utcnow
 from bot.engine import Runner
 from storage.repository import Mode, PendingFilter, Repository, Tx
-from storage.sql.approvals import CARDS_TO_POST, DUE_APPROVALS, pending_list_sql
+from storage.sql.approvals import (
+    CARDS_TO_POST,
+    DUE_APPROVALS,
+    REQUEST_CARDS_TO_POST,
+    pending_list_sql,
+)
 from tests.bot.test_engine import calls, request
 from tests.conftest import make_config
 from tests.storage.test_storage import approval_row
@@ -109,6 +114,9 @@ async def test_the_sweeper_uses_the_pending_indexes(repo: Repository) -> None:
     assert len(await repo.due_approvals(later)) == 30, "the pending ones, not the history"
     cards = {"now": now, "created_before": later, "limit": 100}
     assert "ix_approvals_card_outbox" in await plan(repo, CARDS_TO_POST, cards)
+    # serve's card outbox for requests of other systems (every second), likewise.
+    requests = {"now": now, "limit": 100}
+    assert "ix_approvals_card_outbox" in await plan(repo, REQUEST_CARDS_TO_POST, requests)
 
 
 async def test_an_approvals_audit_trail_uses_the_partial_audit_index(repo: Repository) -> None:
