@@ -312,6 +312,14 @@ def main() -> None:
             "there and dropped afterwards (bench/peers/postgres.py)"
         ),
     )
+    parser.add_argument(
+        "--variants",
+        default="",
+        help=(
+            "with --database: also approval-bot with a lever undone, beside it (comma-separated "
+            "names from bench/peers/postgres.py's VARIANTS)"
+        ),
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
     args = parser.parse_args()
     if args.warmup < 1:
@@ -341,7 +349,11 @@ def main() -> None:
     if args.database:
         from bench.peers import postgres as pg
 
-        postgres = asyncio.run(pg.run_postgres(args.database, args.cycles, args.warmup))
+        variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+        unknown = [v for v in variants if v not in pg.VARIANTS]
+        if unknown:
+            parser.error(f"--variants: unknown {unknown}; known: {sorted(pg.VARIANTS)}")
+        postgres = asyncio.run(pg.run_postgres(args.database, args.cycles, args.warmup, variants))
         print(
             f"part PostgreSQL: {args.cycles} cycles each in {postgres['seconds']} s, "
             f"load {postgres['load_before']} -> {postgres['load_after']}",

@@ -39,15 +39,51 @@ from bench.process_stats import BackendCpu
 BASELINE = "approval-bot"
 
 
-class ApprovalBotPostgres:
-    name = "approval-bot (`bench/engine_cycle.py`) on PostgreSQL, async tool"
+# approval-bot with one of its levers undone, beside the shipped one in the same sitting
+# (``--variants``): each names the module settings it opens its repository with.
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "server-commit": (
+        "every commit at the server's synchronous_commit",
+        {"storage.drivers.postgres.POSTGRES_SYNCHRONOUS_COMMIT": None},
+    ),
+    "engine": (
+        "every transaction through SQLAlchemy's engine",
+        {"storage.drivers.postgres.POSTGRES_DIRECT": False},
+    ),
+    "before": (
+        "both undone (the engine, the server's synchronous_commit): as issue 22 found it",
+        {
+            "storage.drivers.postgres.POSTGRES_DIRECT": False,
+            "storage.drivers.postgres.POSTGRES_SYNCHRONOUS_COMMIT": None,
+        },
+    ),
+}
 
-    def __init__(self) -> None:
+
+class ApprovalBotPostgres:
+    def __init__(self, variant: str | None = None) -> None:
+        self.variant = variant
+        self.name = "approval-bot (`bench/engine_cycle.py`) on PostgreSQL, async tool"
+        if variant is not None:
+            self.name = f"approval-bot, {VARIANTS[variant][0]}"
         self.repo: Any = None
         self.runner: Any = None
 
     async def open(self, url: str) -> None:
-        self.repo, self.runner = await engine_cycle.open_runner(url)
+        import importlib
+
+        settings = VARIANTS[self.variant][1] if self.variant is not None else {}
+        before = {}
+        for path, value in settings.items():
+            module, name = path.rsplit(".", 1)
+            before[path] = getattr(importlib.import_module(module), name)
+            setattr(importlib.import_module(module), name, value)
+        try:
+            self.repo, self.runner = await engine_cycle.open_runner(url)
+        finally:
+            for path, value in before.items():
+                module, name = path.rsplit(".", 1)
+                setattr(importlib.import_module(module), name, value)
 
     async def cycle(self, i: int) -> float:
         seconds, _run = await engine_cycle.cycle(self.runner, i)
@@ -110,8 +146,10 @@ class LangGraphPostgres:
             self.connection.close()
 
 
-def factories() -> tuple[list[tuple[str, Any]], list[str]]:
+def factories(variants: tuple[str, ...] = ()) -> tuple[list[tuple[str, Any]], list[str]]:
     made: list[tuple[str, Any]] = [(BASELINE, ApprovalBotPostgres)]
+    for variant in variants:
+        made.append((variant, lambda prefix="", v=variant: ApprovalBotPostgres(v)))
     missing: list[str] = []
     try:
         import langgraph.checkpoint.postgres  # noqa: F401
@@ -125,7 +163,7 @@ def factories() -> tuple[list[tuple[str, Any]], list[str]]:
 
 
 def _make(key: str, factory: Any, prefix: str = "") -> Any:
-    return factory() if key == BASELINE else factory(prefix)
+    return factory() if key == BASELINE else factory(prefix)  # only LangGraph's share ids
 
 
 async def _server(url: str) -> dict[str, str]:
@@ -153,16 +191,27 @@ async def _backend_seconds(url: str) -> float:
         await connection.close()
 
 
-async def run_postgres(url: str, cycles: int, warmup: int, count: int = 50) -> dict[str, Any]:
+async def run_postgres(
+    url: str, cycles: int, warmup: int, variants: tuple[str, ...] = (), count: int = 50
+) -> dict[str, Any]:
     """Every PostgreSQL peer interleaved, then each alone through the relay for its counts."""
+    from contextlib import AsyncExitStack
+
     from bench.slack_latency import postgres_database
 
-    made, missing = factories()
+    made, missing = factories(variants)
     rows: dict[str, dict[str, Any]] = {}
-    # Two scratch databases: LangGraph's tables include one named ``checkpoints``, as ours do.
-    async with postgres_database(url) as ours, postgres_database(url) as theirs:
-        where = {key: ours if key == BASELINE else theirs for key, _ in made}
-        server = await _server(ours)
+    # A scratch database for each approval-bot (their runs' conversations are the same) and
+    # one for LangGraph's (its tables include one named ``checkpoints``, as ours do).
+    async with AsyncExitStack() as stack:
+        theirs = await stack.enter_async_context(postgres_database(url))
+        where = {}
+        for key, _ in made:
+            if key.startswith("langgraph"):
+                where[key] = theirs
+            else:
+                where[key] = await stack.enter_async_context(postgres_database(url))
+        server = await _server(where[BASELINE])
         peers = {key: _make(key, factory) for key, factory in made}
         seconds: dict[str, list[float]] = {key: [] for key in peers}
         cpu: dict[str, list[float]] = {key: [] for key in peers}
