@@ -1,16 +1,18 @@
-"""PostgreSQL (``postgresql://`` or ``postgresql+asyncpg://``): asyncpg through SQLAlchemy.
+"""PostgreSQL (``postgresql://`` or ``postgresql+asyncpg://``): asyncpg, directly for the
+transactions, through SQLAlchemy's engine for the rest.
 
-Owns the engine (its pool of connections) of one database; the rows are the stores'.
+Owns the engine (migrations, ad-hoc SQL, the blocking path) and the direct path's pool
+(:mod:`storage.drivers.pg_direct`) of one database; the rows are the stores'. Every body runs
+in a greenlet with the ``:name`` parameters rewritten to ``$n`` once per statement. Round
+trips there are network round trips, so the repository uses ``RETURNING`` instead of
+re-reading rows, runs one-statement reads in autocommit (no BEGIN/COMMIT) and sends what a
+transaction sets for itself with its BEGIN.
 
-It keeps asyncpg through SQLAlchemy's async engine: the same body runs inside
-``AsyncConnection.run_sync`` (greenlets, no threads), with the ``:name`` parameters rewritten
-to ``$n`` once per statement. Round trips there are network round trips, so the repository
-uses ``RETURNING`` instead of re-reading rows and runs one-statement reads in autocommit (no
-BEGIN/COMMIT).
-
-Inside :func:`storage.limits.time_limit` (acknowledgement paths) a transaction sets
-``lock_timeout``/``statement_timeout`` to the deadline; past it,
-:class:`~storage.limits.DatabaseBusy`.
+Commits: ordinary ones asynchronous (``POSTGRES_SYNCHRONOUS_COMMIT``), the ``executing`` one
+durable (``DURABLE_COMMIT``). Inside :func:`storage.limits.time_limit` (acknowledgement paths)
+a transaction sets ``lock_timeout``/``statement_timeout`` to the deadline; past it,
+:class:`~storage.limits.DatabaseBusy`. ``POSTGRES_DIRECT = False`` runs every transaction
+through the engine, as before issue 22 (kept to measure the two side by side).
 """
 
 from __future__ import annotations
