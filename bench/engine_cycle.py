@@ -107,9 +107,10 @@ TOOLS = {
 }
 
 
-async def open_runner(database: Path, tool: str = "async") -> tuple[Repository, Runner]:
-    """The bot's repository and runner on ``database``, with the benchmark model and tool
-    (``tool``: "async", the default, or "sync"; see ``TOOLS``)."""
+async def open_runner(database: Path | str, tool: str = "async") -> tuple[Repository, Runner]:
+    """The bot's repository and runner on ``database`` (a SQLite file, or a database URL such
+    as ``postgresql://...``), with the benchmark model and tool (``tool``: "async", the
+    default, or "sync"; see ``TOOLS``)."""
     prepare_llm()
     register_model(BenchModel())
     config = config_from_dict(
@@ -119,7 +120,8 @@ async def open_runner(database: Path, tool: str = "async") -> tuple[Repository, 
             "policies": {"restart_service": {"approvers": ["U0APPROVER"]}},
         }
     )
-    repo = await Repository.open(f"sqlite+aiosqlite:///{database}")
+    url = database if isinstance(database, str) else f"sqlite+aiosqlite:///{database}"
+    repo = await Repository.open(url)
     return repo, Runner(repo, config, worker_id="bench")
 
 

@@ -22,6 +22,7 @@ from bench.peers.common import (
     Peer,
     check_durability,
     fsync_ms,
+    load,
 )
 
 BASELINE = "approval-bot"
@@ -57,10 +58,6 @@ def peer_factories() -> tuple[list[tuple[str, Callable[[], Peer]]], list[str]]:
     factories.append(("raw-llm", RawLlm))
     factories.append(("sqlite-floor", SqliteFloor))
     return factories, missing
-
-
-def load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 AT_MOST_ONCE = "at-most-once"
@@ -107,6 +104,7 @@ async def run_table(
     fsynced: dict[str, int] = {}
     stored: dict[str, int | None] = {}
     seconds: dict[str, list[float]] = {key: [] for key, _ in factories}
+    cpu: dict[str, list[float]] = {key: [] for key, _ in factories}
     keys = list(seconds)
     load_before = load()
     fsync_before = fsync_ms(directory)
@@ -132,9 +130,11 @@ async def run_table(
                     fsynced[key] = counter.fsynced
                     stored[key] = await peer.stored_at_pause()
                     continue
+                cpu_before = time.process_time()
                 elapsed = await peer.cycle(i)
                 if i >= warmup:
                     seconds[key].append(elapsed)
+                    cpu[key].append(time.process_time() - cpu_before)
     finally:
         for peer in peers.values():
             await peer.close()
@@ -151,6 +151,7 @@ async def run_table(
             "p50_ms": statistics.median(values) * 1000,
             "p99_ms": engine_cycle.percentile(values, 99) * 1000,
             "mean_ms": statistics.fmean(values) * 1000,
+            "cpu_ms": statistics.fmean(cpu[key]) * 1000,
         }
     return {
         "synchronous": synchronous,
@@ -233,6 +234,7 @@ def at_most_once(results: list[dict[str, Any]]) -> dict[str, Any] | None:
             "durability": durability,
             "p50_ms": chosen["p50_ms"],
             "p99_ms": chosen["p99_ms"],
+            "cpu_ms": chosen["cpu_ms"],
             "ratio": chosen["p50_ms"] / bot["p50_ms"],
             "ratio_at_normal": (
                 normal[key]["p50_ms"] / normal[BASELINE]["p50_ms"]
@@ -244,12 +246,13 @@ def at_most_once(results: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def at_most_once_table(summary: dict[str, Any]) -> str:
-    head = ["per cycle, ms", "durability", "p50", "p99", "p50 ÷ approval-bot"]
+    head = ["per cycle, ms", "durability", "p50", "p99", "CPU", "p50 ÷ approval-bot"]
     head.append("both at NORMAL: p50 ÷ approval-bot")
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for row in summary["rows"].values():
         at_normal = "" if row["ratio_at_normal"] is None else f"{row['ratio_at_normal']:.2f}×"
         cells = [row["name"], row["durability"], f"{row['p50_ms']:.2f}", f"{row['p99_ms']:.2f}"]
+        cells.append(f"{row['cpu_ms']:.2f}")
         cells += [f"{row['ratio']:.2f}×", at_normal]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -294,9 +297,27 @@ def main() -> None:
         "--synchronous",
         default=",".join([*SYNCHRONOUS_SETTINGS, AT_MOST_ONCE]),
         help=(
-            "the parts of the run, in order: PRAGMA synchronous settings for every peer, or "
-            f"{AT_MOST_ONCE!r} (approval-bot as shipped, every other peer at FULL); "
-            f"default: NORMAL,FULL,{AT_MOST_ONCE}"
+            "the SQLite parts of the run, in order: PRAGMA synchronous settings for every "
+            f"peer, or {AT_MOST_ONCE!r} (approval-bot as shipped, every other peer at FULL); "
+            f"default: NORMAL,FULL,{AT_MOST_ONCE}; 'none': no SQLite part (with --database)"
+        ),
+    )
+    parser.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help=(
+            "also the PostgreSQL part on the server at URL (postgresql://user@host:port/db): "
+            "approval-bot beside LangGraph's PostgresSaver, in a scratch database created "
+            "there and dropped afterwards (bench/peers/postgres.py)"
+        ),
+    )
+    parser.add_argument(
+        "--variants",
+        default="",
+        help=(
+            "with --database: also approval-bot with a lever undone, beside it (comma-separated "
+            "names from bench/peers/postgres.py's VARIANTS)"
         ),
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
@@ -304,6 +325,7 @@ def main() -> None:
     if args.warmup < 1:
         parser.error("--warmup must be at least 1 (its last cycle counts the commits)")
     settings = [s.strip().upper() for s in args.synchronous.split(",") if s.strip()]
+    settings = [s for s in settings if s != "NONE"]  # "none": the PostgreSQL part alone
     settings = [AT_MOST_ONCE if s == AT_MOST_ONCE.upper() else s for s in settings]
     for setting in settings:
         if setting not in SYNCHRONOUS_LEVELS and setting != AT_MOST_ONCE:
@@ -312,7 +334,7 @@ def main() -> None:
                 f"nor {AT_MOST_ONCE!r}"
             )
     factories, missing = peer_factories()
-    results = []
+    results: list[dict[str, Any]] = []
     for setting in settings:
         # Beside the repository (a disk, as a deployment's), not a tmpfs /tmp would be.
         with tempfile.TemporaryDirectory(prefix="bench-peers-", dir=Path.cwd()) as tmp:
@@ -323,7 +345,23 @@ def main() -> None:
             f"load {result['load_before']} -> {result['load_after']}",
             file=sys.stderr,
         )
-    print(f"{os.cpu_count()} cores; SQLite WAL; {args.cycles} cycles per peer, interleaved")
+    postgres = None
+    if args.database:
+        from bench.peers import postgres as pg
+
+        variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+        unknown = [v for v in variants if v not in pg.VARIANTS]
+        if unknown:
+            parser.error(f"--variants: unknown {unknown}; known: {sorted(pg.VARIANTS)}")
+        postgres = asyncio.run(pg.run_postgres(args.database, args.cycles, args.warmup, variants))
+        print(
+            f"part PostgreSQL: {args.cycles} cycles each in {postgres['seconds']} s, "
+            f"load {postgres['load_before']} -> {postgres['load_after']}",
+            file=sys.stderr,
+        )
+    print(f"{os.cpu_count()} cores; {args.cycles} cycles per peer, interleaved")
+    if results:
+        print("SQLite: WAL, a file per peer beside the repository")
     for result in results:
         print(
             f"part {result['synchronous']}: load average "
@@ -348,13 +386,36 @@ def main() -> None:
         print("\nTargets (issue 11):")
         for line in targets(summary, results):
             print(f"- {line}")
-    print("\nHow each is set to the setting (every connection checked: WAL, that level):")
-    for row in results[0]["rows"].values():
-        print(f"- {row['name']}: {row['durability']}")
-    for line in missing:
-        print(f"\nNot measured: {line}")
+    if results:
+        print("\nHow each is set to the setting (every connection checked: WAL, that level):")
+        for row in results[0]["rows"].values():
+            print(f"- {row['name']}: {row['durability']}")
+        for line in missing:
+            print(f"\nNot measured: {line}")
+    if postgres is not None:
+        print(
+            f"\nPostgreSQL {postgres['server']['version']} on this machine "
+            f"(synchronous_commit = {postgres['server']['synchronous_commit']} on the server), "
+            f"one scratch database; load average {postgres['load_before']} before, "
+            f"{postgres['load_after']} after.\n"
+        )
+        print(pg.postgres_table(postgres))
+        print(
+            "\n'bot CPU': this process's CPU time per cycle (mean); 'round trips' and "
+            "'server CPU' (the PostgreSQL backends' CPU) from untimed cycles of each peer "
+            "alone, counted on the wire (bench/peers/pg_wire.py)."
+        )
+        print("\nTargets (issue 22):")
+        for line in pg.postgres_targets(postgres):
+            print(f"- {line}")
+        for line in postgres["missing"]:
+            print(f"\nNot measured: {line}")
     if args.json:
-        args.json.write_text(json.dumps({"tables": results, "at_most_once": summary}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"tables": results, "at_most_once": summary, "postgresql": postgres}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -139,3 +139,8 @@ def fsync_ms(directory: Path, samples: int = 50) -> float:
             seconds.append(time.perf_counter() - started)
     path.unlink()
     return statistics.median(seconds) * 1000
+
+
+def load() -> str:
+    """The machine's load average (1, 5, 15 minutes) now."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])

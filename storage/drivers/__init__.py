@@ -7,7 +7,8 @@ it owns the connections, threads and engines, and each database's durability and
 - :mod:`.protocol`: :class:`Tx`, :class:`Database`, :class:`Mode` (no SQLAlchemy at run time);
 - :mod:`.sqlite`: the embedded default, through the standard library's ``sqlite3``: inline on
   the event loop when the lock is free, else on threads;
-- :mod:`.postgres`: asyncpg through SQLAlchemy's async engine;
+- :mod:`.postgres`: asyncpg, directly for the transactions (:mod:`.pg_direct`), through
+  SQLAlchemy's async engine for migrations;
 - :mod:`.opening`: :func:`open_database`, which picks the driver for a URL.
 
 Inside :func:`storage.limits.time_limit` (acknowledgement paths) both honour a deadline: the

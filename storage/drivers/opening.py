@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
-from storage.drivers.postgres import PostgresDatabase
+from storage.drivers.postgres import PostgresDatabase, direct_pool, relax_commits
 from storage.drivers.protocol import Database
 from storage.drivers.sqlite.database import SQLiteDatabase
 from storage.drivers.sqlite.engines import drive_sqlite_transactions
@@ -41,8 +41,11 @@ def open_database(url: str, *, sqlite_inline: bool = True, **engine_kwargs: Any)
     parsed = make_url(normalize_url(url))
     if parsed.get_backend_name() == "sqlite":
         return SQLiteDatabase(url, inline=sqlite_inline, **engine_kwargs)
+    engine = create_engine(url, **engine_kwargs)
     return PostgresDatabase(
-        create_engine(url, **engine_kwargs), reconnect=lambda: create_engine(url, **engine_kwargs)
+        engine,
+        reconnect=lambda: create_engine(url, **engine_kwargs),
+        direct=direct_pool(engine, engine_kwargs),
     )
 
 
@@ -53,4 +56,6 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     engine = create_async_engine(normalize_url(url), **kwargs)
     if is_sqlite(engine):
         drive_sqlite_transactions(engine.sync_engine)
+    else:
+        relax_commits(engine)
     return engine

@@ -1,16 +1,18 @@
-"""PostgreSQL (``postgresql://`` or ``postgresql+asyncpg://``): asyncpg through SQLAlchemy.
+"""PostgreSQL (``postgresql://`` or ``postgresql+asyncpg://``): asyncpg, directly for the
+transactions, through SQLAlchemy's engine for the rest.
 
-Owns the engine (its pool of connections) of one database; the rows are the stores'.
+Owns the engine (migrations, ad-hoc SQL, the blocking path) and the direct path's pool
+(:mod:`storage.drivers.pg_direct`) of one database; the rows are the stores'. Every body runs
+in a greenlet with the ``:name`` parameters rewritten to ``$n`` once per statement. Round
+trips there are network round trips, so the repository uses ``RETURNING`` instead of
+re-reading rows, runs one-statement reads in autocommit (no BEGIN/COMMIT) and sends what a
+transaction sets for itself with its BEGIN.
 
-It keeps asyncpg through SQLAlchemy's async engine: the same body runs inside
-``AsyncConnection.run_sync`` (greenlets, no threads), with the ``:name`` parameters rewritten
-to ``$n`` once per statement. Round trips there are network round trips, so the repository
-uses ``RETURNING`` instead of re-reading rows and runs one-statement reads in autocommit (no
-BEGIN/COMMIT).
-
-Inside :func:`storage.limits.time_limit` (acknowledgement paths) a transaction sets
-``lock_timeout``/``statement_timeout`` to the deadline; past it,
-:class:`~storage.limits.DatabaseBusy`.
+Commits: ordinary ones asynchronous (``POSTGRES_SYNCHRONOUS_COMMIT``), the ``executing`` one
+durable (``DURABLE_COMMIT``). Inside :func:`storage.limits.time_limit` (acknowledgement paths)
+a transaction sets ``lock_timeout``/``statement_timeout`` to the deadline; past it,
+:class:`~storage.limits.DatabaseBusy`. ``POSTGRES_DIRECT = False`` runs every transaction
+through the engine, as before issue 22 (kept to measure the two side by side).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
+from storage.drivers.pg_direct import DirectPool, run_direct
 from storage.drivers.protocol import Mode, T, Tx
 from storage.limits import PG_UNRESPONSIVE_GRACE, DatabaseBusy, current_deadline
 from storage.values import storable_text
@@ -53,6 +56,12 @@ def dollar_params(sql: str) -> tuple[str, tuple[str, ...]]:
 
     cached = _dollar_cache[sql] = (_NAMED.sub(number, sql), tuple(names))
     return cached
+
+
+def prepared(sql: str, params: Mapping[str, Any] | None) -> tuple[str, tuple[Any, ...]]:
+    """A statement as asyncpg runs it: ``$n`` text and its positional arguments."""
+    query, names = dollar_params(sql)
+    return query, _positional(names, params)
 
 
 def _positional(names: tuple[str, ...], params: Mapping[str, Any] | None) -> tuple[Any, ...]:
@@ -103,9 +112,17 @@ class PostgresDatabase:
     dialect = "postgresql"
 
     def __init__(
-        self, engine: AsyncEngine, *, reconnect: Callable[[], AsyncEngine] | None = None
+        self,
+        engine: AsyncEngine,
+        *,
+        reconnect: Callable[[], AsyncEngine] | None = None,
+        direct: DirectPool | None = None,
     ) -> None:
         self._engine = engine
+        # The hot path (storage.drivers.pg_direct); None: every transaction through the engine.
+        self._direct = direct
+        level = POSTGRES_SYNCHRONOUS_COMMIT  # as it is when the database is opened
+        self._relax = relaxed_commit(level) if level is not None else None
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         # A new engine on the same database and settings, for :meth:`run_blocking`.
         self._reconnect = reconnect
@@ -117,9 +134,19 @@ class PostgresDatabase:
     async def run(
         self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True, durable: bool = False
     ) -> T:
+        deadline = current_deadline()
+        if self._direct is not None and deadline is not None:
+            return await self._run_direct_until(body, deadline, durable)
+        if self._direct is not None and deadline is None:
+            if mode is Mode.READ_ONE and not durable:
+                return await run_direct(self._direct, body, prepared, begin=None)
+            if durable:
+                begin = f"BEGIN; {DURABLE_COMMIT}"
+            else:
+                begin = "BEGIN" if self._relax is None else f"BEGIN; {self._relax}"
+            return await run_direct(self._direct, body, prepared, begin=begin)
         if durable:
             body = _durably(body)
-        deadline = current_deadline()
         if deadline is not None:
             return await self._run_until(body, deadline)
         if mode is Mode.READ_ONE and not durable:
@@ -127,6 +154,40 @@ class PostgresDatabase:
                 return await conn.run_sync(_run_postgres, body)
         async with self._engine.begin() as conn:
             return await conn.run_sync(_run_postgres, body)
+
+    async def _run_direct_until(self, body: Callable[[Tx], T], deadline: float, durable: bool) -> T:
+        """:meth:`_run_until` on the direct path: the time limits (whole milliseconds, so
+        literals are safe) and the commit level go out with BEGIN, in one round trip."""
+        assert self._direct is not None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise DatabaseBusy("the time limit passed before the transaction could start")
+        limit_ms = max(int(remaining * 1000), 1)
+        parts = [
+            "BEGIN",
+            f"SELECT set_config('lock_timeout', '{limit_ms}', true), "
+            f"set_config('statement_timeout', '{limit_ms}', true)",
+        ]
+        if durable:
+            parts.append(DURABLE_COMMIT)
+        elif self._relax is not None:
+            parts.append(self._relax)
+        try:
+            async with asyncio.timeout(remaining + PG_UNRESPONSIVE_GRACE) as client_timeout:
+                return await run_direct(
+                    self._direct,
+                    body,
+                    prepared,
+                    begin="; ".join(parts),
+                    # COMMIT, once sent, is waited for (see _run_until)
+                    before_commit=lambda: client_timeout.reschedule(None),
+                )
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) in PG_TIMEOUTS:
+                raise DatabaseBusy(f"the database did not answer in time: {exc.orig}") from exc
+            raise
+        except TimeoutError as exc:
+            raise DatabaseBusy("the database did not answer in time") from exc
 
     async def _run_until(self, body: Callable[[Tx], T], deadline: float) -> T:
         """In a transaction whose lock waits and statements the server ends at the deadline.
@@ -142,15 +203,14 @@ class PostgresDatabase:
         if remaining <= 0:
             raise DatabaseBusy("the time limit passed before the transaction could start")
         limit_ms = str(max(int(remaining * 1000), 1))
+        settings = (
+            "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)"
+        )
         try:
             async with asyncio.timeout(remaining + PG_UNRESPONSIVE_GRACE) as client_timeout:
                 async with self._engine.begin() as conn:
                     try:
-                        await conn.exec_driver_sql(
-                            "SELECT set_config('lock_timeout', $1, true), "
-                            "set_config('statement_timeout', $1, true)",
-                            (limit_ms,),
-                        )
+                        await conn.exec_driver_sql(settings, (limit_ms,))
                         result = await conn.run_sync(_run_postgres, body)
                     except asyncio.CancelledError:
                         # Cut off mid-transaction: the connection's state is unknown, so it
@@ -207,11 +267,88 @@ class PostgresDatabase:
             await conn.execute(text(statement), dict(params or {}))
 
     async def close(self) -> None:
+        if self._direct is not None:
+            await self._direct.close()
         await self._engine.dispose()
 
 
 def _run_postgres(connection: Connection, body: Callable[[Tx], T]) -> T:
     return body(_PostgresTx(connection))
+
+
+# What at-most-once needs of ordinary commits, as on SQLite (``SQLITE_SYNCHRONOUS = NORMAL``):
+# a crash of PostgreSQL or of its host may lose the last commits (at most three times
+# ``wal_writer_delay``, 600 ms by default: a decision, a pause, a run's end, which the sweeper
+# and Slack's buttons then redo), never a crash of the bot; and the one record whose loss
+# would run a tool twice, ``executing``, is committed durably (``DURABLE_COMMIT``), which also
+# flushes every asynchronous commit before it. Set per transaction (SET LOCAL, sent with its
+# BEGIN: no round trip of its own, and no session state left on a connection that a pooler
+# such as PgBouncer may hand to another client), and only from ``on`` (the default): a
+# stronger setting of the server, database or role (``remote_apply``, a synchronous standby)
+# is kept for every commit. None: the server's setting for every commit. "off" or "local".
+POSTGRES_SYNCHRONOUS_COMMIT: str | None = "off"
+
+
+def relaxed_commit(level: str) -> str:
+    """The statement that lowers this transaction's commit to ``level`` from ``on``."""
+    if level not in ("off", "local"):
+        raise ValueError(f"POSTGRES_SYNCHRONOUS_COMMIT: {level!r} is not 'off' or 'local'")
+    return (
+        f"SELECT set_config('synchronous_commit', '{level}', true) "
+        "WHERE current_setting('synchronous_commit') = 'on'"
+    )
+
+
+# Transactions on asyncpg directly (storage.drivers.pg_direct), except those under a time
+# limit; False: every transaction through SQLAlchemy's engine, as before (bench/peers
+# measures the two side by side).
+POSTGRES_DIRECT = True
+
+
+def direct_pool(engine: AsyncEngine, engine_kwargs: Mapping[str, Any]) -> DirectPool | None:
+    """The hot path's pool for ``engine``'s database: its URL and ``connect_args``, as many
+    connections as its pool may open (``pool_size`` + ``max_overflow``: 5 + 10 by default).
+    None when ``POSTGRES_DIRECT`` is off."""
+    if not POSTGRES_DIRECT:
+        return None
+    import asyncpg  # type: ignore[import-untyped]
+
+    _args, params = engine.dialect.create_connect_args(engine.url)
+    params = {**params, **engine_kwargs.get("connect_args", {})}
+    for sqlalchemy_only in (
+        "prepared_statement_cache_size",
+        "prepared_statement_name_func",
+        "async_creator_fn",
+    ):
+        params.pop(sqlalchemy_only, None)
+    size = int(engine_kwargs.get("pool_size", 5)) + int(engine_kwargs.get("max_overflow", 10))
+
+    async def connect() -> Any:
+        return await asyncpg.connect(**params)
+
+    return DirectPool(connect, max(size, 1))
+
+
+def relax_commits(engine: AsyncEngine) -> None:
+    """With ``POSTGRES_DIRECT`` off (the engine for every transaction, kept to measure the
+    direct path against), every new connection of ``engine`` commits at
+    ``POSTGRES_SYNCHRONOUS_COMMIT``, for the session. The direct path sets it per
+    transaction instead (``relaxed_commit``)."""
+    from sqlalchemy import event
+
+    level = POSTGRES_SYNCHRONOUS_COMMIT
+    if level is None or POSTGRES_DIRECT:
+        return
+    statement = relaxed_commit(level).replace(", true)", ", false)")
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(statement)
+        finally:
+            cursor.close()
+        dbapi_connection.commit()  # a session setting made in a rolled-back transaction is undone
 
 
 # A server, database or role may set ``synchronous_commit = off``: COMMIT then returns before

@@ -106,6 +106,8 @@ CLAIM_RESUME = (
     # An operator's hold (storage.sql.holds) keeps the run paused until someone resumes it.
     "AND NOT EXISTS (SELECT 1 FROM run_holds WHERE run_holds.run_id = :run_id)"
 )
+# The same claim giving back the claimed run as it now stands (no read of it afterwards).
+CLAIM_RESUME_RETURNING = f"{CLAIM_RESUME} RETURNING {RUN_COLUMNS.sql}"
 # Paused runs that nothing will resume: no approval pending, yet no decision claimed the
 # resume (a lost race before LOCK_RUN existed, or a bug). The sweeper's safety net.
 STRANDED_RUNS = (

@@ -122,31 +122,32 @@ class RunStore:
                 return busy  # commit the event; the caller hears RunBusy
 
         def open_in(tx: Tx) -> Run:
-            row = tx.one(RUN_BY_KEY, {"key": conversation_key})
-            if row is None:
-                values: dict[str, Any] = {
-                    "id": run_id,
-                    "conversation_key": conversation_key,
-                    "team_id": team_id,
-                    "channel": channel,
-                    "thread_ts": thread_ts,
-                    "requester": requester,
-                    "status": "running",
-                    "model_id": model_id,
-                    "history": storable([*opening_messages, *new_messages]),
-                    "turn": 0,
-                    "answer": None,
-                    "error": None,
-                    "lease_owner": worker,
-                    "lease_expires_at": lease_until,
-                    "created_at": now,
-                    "updated_at": now,
-                    "progress_ts": None,
-                }
-                if tx.execute(INSERT_RUN, RUNS.params(values)) != 1:
-                    raise run_busy(tx, conversation_key)  # another replica just started it
+            # A new conversation first (the common case): its INSERT is also the check that
+            # none exists, one round trip fewer than reading the key before.
+            values: dict[str, Any] = {
+                "id": run_id,
+                "conversation_key": conversation_key,
+                "team_id": team_id,
+                "channel": channel,
+                "thread_ts": thread_ts,
+                "requester": requester,
+                "status": "running",
+                "model_id": model_id,
+                "history": storable([*opening_messages, *new_messages]),
+                "turn": 0,
+                "answer": None,
+                "error": None,
+                "lease_owner": worker,
+                "lease_expires_at": lease_until,
+                "created_at": now,
+                "updated_at": now,
+                "progress_ts": None,
+            }
+            if tx.execute(INSERT_RUN, RUNS.params(values)) == 1:
                 audit(tx, now, "run_started", run_id=run_id, actor=requester, event_id=event_id)
                 return RUNS.build(values)
+            row = tx.one(RUN_BY_KEY, {"key": conversation_key})
+            assert row is not None  # the INSERT met it (runs are never deleted)
             values = RUNS.values(tx, row)
             if values["status"] not in FINISHED_RUN_STATUSES:
                 raise RunBusy(RUNS.build(values))

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bot.engine import Runner
+from storage.drivers import postgres
 from storage.drivers.sqlite import connections as sqlite
 from storage.repository import Mode, Repository, Tx
 from tests.bot.test_engine import calls, executed, request
@@ -165,3 +166,24 @@ async def test_serve_fsyncs_on_the_loop_only_between_answers(database: Database)
         with background.acknowledging():
             assert not repo.database.durable_inline()  # type: ignore[attr-defined]
     assert repo.database.durable_inline()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_postgres_ordinary_commits_are_asynchronous(database: Database) -> None:
+    """On a server at the default ``on``, ordinary commits are asynchronous (as SQLite's are
+    NORMAL: at-most-once does not need them on disk), the executing one is not."""
+    repo = await open_repo(database, True)
+    assert await level_elsewhere(repo) == "off"
+    assert await approve_and_resume(repo) == ["on"]
+    assert await level_elsewhere(repo) == "off"
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_postgres_server_setting_everywhere_when_asked(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POSTGRES_SYNCHRONOUS_COMMIT = None``: every commit at the server's own setting."""
+    monkeypatch.setattr(postgres, "POSTGRES_SYNCHRONOUS_COMMIT", None)
+    repo = await open_repo(database, True)
+    assert await level_elsewhere(repo) == "on"
+    assert await approve_and_resume(repo) == ["on"]

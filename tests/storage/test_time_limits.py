@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,9 +13,10 @@ import pytest
 from sqlalchemy import event
 
 from bot.clock import utcnow
+from storage.drivers import pg_direct, postgres
 from storage.limits import PG_UNRESPONSIVE_GRACE, DatabaseBusy, time_limit
 from storage.repository import DecisionOutcome, Repository
-from tests.conftest import POSTGRES_URL
+from tests.conftest import POSTGRES_URL, Database
 from tests.storage.test_storage import approval_row
 
 LIMIT = 2.0
@@ -43,6 +46,49 @@ def backend() -> str:
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL only: APPROVAL_BOT_TEST_POSTGRES_URL is not set")
     return "postgres"
+
+
+@pytest.fixture(params=["direct", "engine"])
+async def repo(
+    request: pytest.FixtureRequest, database: Database, monkeypatch: pytest.MonkeyPatch
+) -> Repository:
+    """The repository on the direct path (storage.drivers.pg_direct, as shipped) or with
+    every transaction through SQLAlchemy's engine (``POSTGRES_DIRECT = False``)."""
+    if request.param == "engine":
+        monkeypatch.setattr(postgres, "POSTGRES_DIRECT", False)
+    return await database.open()
+
+
+@contextlib.contextmanager
+def before_statement(repo: Repository, starts: str, act: Callable[[], None]) -> Iterator[None]:
+    """``act()`` just before a statement starting with ``starts`` is sent, on either path."""
+
+    def hook(statement: str) -> None:
+        if statement.lstrip().upper().startswith(starts):
+            act()
+
+    if repo.database._direct is not None:  # type: ignore[attr-defined]
+        pg_direct.STATEMENT_HOOKS.append(hook)
+        try:
+            yield
+        finally:
+            pg_direct.STATEMENT_HOOKS.remove(hook)
+        return
+    engine = repo.database.engine.sync_engine
+
+    def on_commit(connection: Any) -> None:
+        hook("COMMIT")
+
+    def on_execute(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
+        hook(statement)
+
+    event.listen(engine, "commit", on_commit)
+    event.listen(engine, "before_cursor_execute", on_execute)
+    try:
+        yield
+    finally:
+        event.remove(engine, "commit", on_commit)
+        event.remove(engine, "before_cursor_execute", on_execute)
 
 
 async def decide(repo: Repository, now: datetime) -> DecisionOutcome | None:
@@ -77,21 +123,26 @@ async def test_a_decision_whose_commit_outlasts_the_limit_is_not_reported_as_fai
         "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()"
     )
 
-    engine = repo.database.engine.sync_engine  # type: ignore[attr-defined]
     loop = asyncio.get_running_loop()
 
-    def stall_loop_during_commit(connection: Any) -> None:
+    def stall_loop_during_commit() -> None:
         # Once COMMIT is on the wire, the loop stops for longer than the whole limit.
         loop.call_later(0.1, time.sleep, LIMIT + PG_UNRESPONSIVE_GRACE + 1)
 
-    event.listen(engine, "commit", stall_loop_during_commit)
+    stalled = 0
+
+    def stall_once() -> None:
+        nonlocal stalled
+        stalled += 1
+        if stalled == 1:
+            stall_loop_during_commit()
+
     try:
-        with time_limit(LIMIT):
+        with before_statement(repo, "COMMIT", stall_once), time_limit(LIMIT):
             outcome = await decide(repo, now)
     except DatabaseBusy:
         outcome = None
-    finally:
-        event.remove(engine, "commit", stall_loop_during_commit)
+    assert stalled, "the decision's COMMIT was never sent"
 
     approval = await repo.get_approval("apr_00000")
     assert approval is not None
@@ -110,24 +161,26 @@ async def test_a_transaction_cut_off_before_commit_commits_nothing_and_drops_its
     await repo.insert_rows_for_benchmark(
         runs=[run_row(now)], approvals=[approval_row(0, ["U1"], now)]
     )
-    engine = repo.database.engine.sync_engine  # type: ignore[attr-defined]
     loop = asyncio.get_running_loop()
     invalidated: list[object] = []
+    direct = repo.database._direct  # type: ignore[attr-defined]
+    discarded = direct.discarded if direct is not None else 0
 
-    def stall_loop_during_update(connection: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if statement.lstrip().upper().startswith("UPDATE APPROVALS"):
-            loop.call_soon(time.sleep, LIMIT + PG_UNRESPONSIVE_GRACE + 1)
+    def stall_loop_during_update() -> None:
+        loop.call_soon(time.sleep, LIMIT + PG_UNRESPONSIVE_GRACE + 1)
 
     def record(dbapi_connection: Any, record: Any, exception: Any) -> None:
         invalidated.append(dbapi_connection)
 
-    event.listen(engine, "before_cursor_execute", stall_loop_during_update)
-    event.listen(engine.pool, "invalidate", record)
-    try:
-        with pytest.raises(DatabaseBusy), time_limit(LIMIT):
-            await decide(repo, now)
-    finally:
-        event.remove(engine, "before_cursor_execute", stall_loop_during_update)
+    event.listen(repo.database.engine.sync_engine.pool, "invalidate", record)
+    with (
+        pytest.raises(DatabaseBusy),
+        before_statement(repo, "UPDATE APPROVALS", stall_loop_during_update),
+        time_limit(LIMIT),
+    ):
+        await decide(repo, now)
+    if direct is not None:
+        invalidated.extend(range(direct.discarded - discarded))
     assert invalidated, "a connection cut off mid-statement must not return to the pool"
     approval = await repo.get_approval("apr_00000")
     assert approval is not None and approval.status == "pending"

@@ -1,0 +1,247 @@
+"""PostgreSQL's hot path: transaction bodies on asyncpg connections of our own, no SQLAlchemy.
+
+Why: a cycle's transactions are short, and on PostgreSQL each statement is a network round
+trip. Through SQLAlchemy's async engine every statement also paid its adapter (a cursor, a
+result, the exception wrapper) and every transaction its connection and transaction objects:
+about 50-65 µs of CPU per statement against 20 µs for asyncpg alone, measured here
+(docs/benchmarks.md, "PostgreSQL"). This is the same move as the SQLite path's, which drives
+``sqlite3`` directly.
+
+The body stays the synchronous function over a :class:`~storage.drivers.protocol.Tx` that
+both databases run: it runs in a greenlet (SQLAlchemy's ``greenlet_spawn``, as ``run_sync``
+does), and each statement awaits asyncpg's prepared statement (cached per connection, so a
+statement is parsed once per connection, not per call). ``BEGIN`` goes out as one simple
+query with what the transaction sets for itself (a durable commit), so that costs no extra
+round trip.
+
+Connections come from a small pool of our own (:class:`DirectPool`): asyncpg's would reset
+every connection it takes back (one more round trip per transaction) and undo the session's
+``synchronous_commit``. A connection that failed mid-transaction, or whose transaction was
+cancelled, is closed rather than reused. Errors reach callers as SQLAlchemy's ``DBAPIError``
+(with ``orig``, the asyncpg exception, and its ``sqlstate``), as they did through the engine,
+so :data:`storage.limits.DATABASE_FAILURES` and the outage handling see the same types.
+
+The engine stays for what is not hot: migrations, transactions under a time limit (their
+server-side timeouts and client-side cancellation: :mod:`storage.drivers.postgres`), the
+blocking path and ad-hoc SQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.util import await_only, greenlet_spawn
+
+from storage.drivers.protocol import T, Tx
+
+# What asyncpg raises for the database or the connection: callers get them as DBAPIError.
+# InternalClientError: a connection the server has just shut down (its FATAL read, its end
+# not yet) is found mid-operation ("another operation is in progress").
+DRIVER_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+)
+_LOST = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    asyncpg.AdminShutdownError,
+    OSError,
+)
+
+# Diagnostics and tests: each is called with a statement's text just before it is sent
+# (BEGIN, COMMIT and ROLLBACK included), on the event loop's thread. Empty in production.
+STATEMENT_HOOKS: list[Callable[[str], None]] = []
+
+# How long a transaction waits for a connection when every one is in use (SQLAlchemy's
+# pool_timeout default), then fails as the engine's pool did.
+POOL_TIMEOUT = 30.0
+
+
+def _rowcount(status: str) -> int:
+    """Rows a statement changed, from its command tag ("UPDATE 3", "INSERT 0 1")."""
+    last = status.rsplit(" ", 1)[-1]
+    return int(last) if last.isdigit() else -1
+
+
+class DirectTx:
+    """The statements of one transaction on one asyncpg connection (inside a greenlet)."""
+
+    dialect = "postgresql"
+    converters: Mapping[str, Callable[[Any], Any]] = {}
+    __slots__ = ("_connection", "_prepare")
+
+    def __init__(
+        self,
+        connection: asyncpg.Connection,
+        prepare: Callable[[str, Mapping[str, Any] | None], tuple[str, tuple[Any, ...]]],
+    ) -> None:
+        self._connection = connection
+        self._prepare = prepare
+
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        query, args = self._prepare(sql, params)
+        if STATEMENT_HOOKS:
+            _announce(query)
+        return _rowcount(self._await(self._connection.execute(query, *args), query, args))
+
+    def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if not rows:
+            return
+        prepared = [self._prepare(sql, row) for row in rows]
+        query = prepared[0][0]
+        batch = [args for _, args in prepared]
+        if STATEMENT_HOOKS:
+            _announce(query)
+        self._await(self._connection.executemany(query, batch), query, batch)
+
+    def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Any] | None:
+        rows = self.all(sql, params)
+        return rows[0] if rows else None
+
+    def all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
+        query, args = self._prepare(sql, params)
+        if STATEMENT_HOOKS:
+            _announce(query)
+        records = self._await(self._connection.fetch(query, *args), query, args)
+        return [tuple(record) for record in records]
+
+    @staticmethod
+    def _await(awaitable: Awaitable[Any], query: str, args: Any) -> Any:
+        try:
+            return await_only(awaitable)
+        except DRIVER_ERRORS as exc:
+            raise database_error(exc, query, args) from exc
+
+
+def _announce(statement: str) -> None:
+    for hook in STATEMENT_HOOKS:
+        hook(statement)
+
+
+def database_error(exc: BaseException, statement: str | None, params: Any) -> DBAPIError:
+    """The SQLAlchemy exception callers have always received for a driver's error."""
+    connection_lost = isinstance(exc, _LOST)
+    return DBAPIError(statement, params, exc, connection_invalidated=connection_lost)
+
+
+async def _json_codecs(connection: asyncpg.Connection) -> None:
+    """JSON columns come back decoded and JSON parameters go as text, as through the engine."""
+    for name in ("json", "jsonb"):
+        await connection.set_type_codec(
+            name, encoder=str, decoder=json.loads, schema="pg_catalog", format="text"
+        )
+
+
+class DirectPool:
+    """At most ``size`` asyncpg connections, opened on demand and kept while they are sound."""
+
+    def __init__(self, connect: Callable[[], Awaitable[asyncpg.Connection]], size: int) -> None:
+        self._connect = connect
+        self._idle: list[asyncpg.Connection] = []
+        self._slots = asyncio.BoundedSemaphore(size)
+        self._open: set[asyncpg.Connection] = set()
+        self.discarded = 0  # connections closed instead of pooled again (state unknown)
+
+    async def acquire(self) -> asyncpg.Connection:
+        try:
+            async with asyncio.timeout(POOL_TIMEOUT):
+                await self._slots.acquire()
+        except TimeoutError as exc:
+            raise PoolTimeout(f"no database connection free within {POOL_TIMEOUT:.0f} s") from exc
+        try:
+            while self._idle:
+                connection = self._idle.pop()
+                if not connection.is_closed():
+                    return connection
+                self._open.discard(connection)
+            connection = await self._connect()
+            try:
+                await _json_codecs(connection)
+            except BaseException:
+                connection.terminate()
+                raise
+            self._open.add(connection)
+            return connection
+        except BaseException as exc:
+            self._slots.release()
+            if isinstance(exc, DRIVER_ERRORS):
+                raise database_error(exc, None, None) from exc
+            raise
+
+    def release(self, connection: asyncpg.Connection, *, sound: bool) -> None:
+        """Back to the pool when ``sound`` (no transaction left open), else closed."""
+        if sound and not connection.is_closed() and not connection.is_in_transaction():
+            self._idle.append(connection)
+        else:
+            self._open.discard(connection)
+            self.discarded += 1
+            if not connection.is_closed():
+                connection.terminate()
+        self._slots.release()
+
+    async def close(self) -> None:
+        for connection in list(self._open):
+            if not connection.is_closed():
+                try:
+                    await asyncio.wait_for(connection.close(), 5)
+                except (TimeoutError, *DRIVER_ERRORS):
+                    connection.terminate()
+        self._open.clear()
+        self._idle.clear()
+
+
+async def run_direct(
+    pool: DirectPool,
+    body: Callable[[Tx], T],
+    prepare: Callable[[str, Mapping[str, Any] | None], tuple[str, tuple[Any, ...]]],
+    *,
+    begin: str | None,
+    before_commit: Callable[[], None] | None = None,
+) -> T:
+    """``body`` in one transaction opened with ``begin`` (a simple query: ``BEGIN`` and what
+    the transaction sets for itself), or in autocommit when ``begin`` is None (one statement:
+    no BEGIN/COMMIT round trips). ``before_commit`` is called just before COMMIT is sent."""
+    connection = await pool.acquire()
+    sound = False
+    try:
+        tx = DirectTx(connection, prepare)
+        if begin is None:
+            result = await greenlet_spawn(body, tx)
+            sound = True
+            return result
+        await _simple(connection, begin)
+        try:
+            result = await greenlet_spawn(body, tx)
+        except Exception:
+            try:
+                await _simple(connection, "ROLLBACK")
+                sound = True  # rolled back: the connection is clean again
+            except DBAPIError:
+                pass  # the body's own error says more; the connection is closed
+            raise
+        if before_commit is not None:
+            before_commit()
+        await _simple(connection, "COMMIT")
+        sound = True
+        return result
+    finally:
+        # Cancelled or failed mid-way: the connection's state is unknown, so it is closed.
+        pool.release(connection, sound=sound)
+
+
+async def _simple(connection: asyncpg.Connection, query: str) -> None:
+    if STATEMENT_HOOKS:
+        _announce(query)
+    try:
+        await connection.execute(query)
+    except DRIVER_ERRORS as exc:
+        raise database_error(exc, query, None) from exc
