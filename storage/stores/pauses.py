@@ -79,7 +79,8 @@ class PauseStore:
 
         ``stop_if_held``: this transaction is the safe point of the calls the drafts are for
         (nothing ran between them and it). If an operator's hold is asked for on the run,
-        nothing is written and RunHeld is raised.
+        nothing is written and RunHeld is raised. A Stop raises RunHeld in any case: the
+        run ends at this pause rather than waiting under a hold nothing releases.
         """
         history_text = json_text(history)
         for draft in drafts:
@@ -102,7 +103,10 @@ class PauseStore:
             if row is None:
                 raise LeaseLost(run_id)
             turn, requester, team_id, channel, thread_ts, hold, agent = row
-            if stop_if_held and hold is not None:
+            # A Stop asked for since the drafted calls' safe point is taken here too: a
+            # paused run under a Stop's hold was never resumed nor ended (nothing claims a
+            # held run's resume), and a parent's children started under it (sub-agents).
+            if hold is not None and (stop_if_held or hold == "stop"):
                 raise RunHeld(run_id, str(hold))  # rolls the pause back
             if still_pending:
                 # Approvals of an earlier pause that are still waiting: this pause waits on
