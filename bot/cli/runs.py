@@ -153,15 +153,18 @@ async def runs_cancel(repo: Repository, config: Config, args: argparse.Namespace
         return EXIT_REFUSED
     print(f"run {args.run_id}: cancelled")
     # Its sub-agents' runs are stopped with it (issue 20 section 1).
-    for child_id in await repo.hold_children(
+    children = await repo.hold_children(
         args.run_id, action="stop", actor=args.actor, reason=args.reason, now=runner.clock()
-    ):
+    )
+    for child_id in children:
         print(f"run {child_id}: stopped (a sub-agent of {args.run_id})")
     slack = slack_services(repo, runner, config)
     if slack:
         from handlers.flows import announce_cancelled
+        from handlers.flows.runs import announce_cancelled_children
 
         await announce_cancelled(slack, args.run_id)
+        await announce_cancelled_children(slack, children)
     return EXIT_OK
 
 
