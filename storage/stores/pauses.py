@@ -34,7 +34,7 @@ from storage.sql.events import INSERT_AUDIT, audit_row, rule_matched_row
 from storage.sql.reach import ReachPlan
 from storage.sql.runs import PAUSE_RUN
 from storage.sql.waits import ADOPT_CALLBACK
-from storage.stores.delegations import insert_children
+from storage.stores.delegations import hold_children_as_parent, insert_children
 from storage.stores.reach import insert_reach
 from storage.stores.rows import APPROVALS
 from storage.stores.transitions import claim_resume
@@ -164,6 +164,8 @@ class PauseStore:
                 lease_until=lease_until,
                 now=now,
             )
+            if hold is not None:  # a Pause (a Stop raised RunHeld above)
+                hold_children_as_parent(tx, run_id, children)
             waiting = [APPROVALS.build(r) for r in rows] + [
                 a for a in adopted if a.status == "pending"
             ]
