@@ -363,3 +363,15 @@ async def test_a_stop_asked_for_after_a_delegate_calls_safe_point_ends_the_paren
     assert await repo.hold_of(run.id) is None
     assert await repo.unfinished_children(run.id) == []
     assert await runner.claim_stranded_runs() == []
+
+
+async def test_a_huge_unknown_agent_name_is_not_echoed_whole(repo: Repository) -> None:
+    """Found by review: the task is bounded (MAX_TASK_LENGTH) but an unknown agent's name was
+    quoted whole in the tool error: 100,000 characters went to the history, back to the
+    model and into the thread's answer."""
+    runner = Runner(repo, agents_config(), worker_id="worker-a")
+    outcome = await runner.start(request(delegating(("x" * 100_000, "t"))))
+    assert outcome.status == "completed" and not outcome.children
+    assert "there is no agent 'xxx" in (outcome.answer or "")
+    assert "(agents: operator, researcher); nothing was delegated." in (outcome.answer or "")
+    assert len(outcome.answer or "") < 1000
