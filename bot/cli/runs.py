@@ -229,8 +229,8 @@ async def runs_recover(repo: Repository, config: Config, args: argparse.Namespac
     # Sub-agents whose parent ended without them (an expiry's cancel, an uninstall).
     orphans = await runner.stop_orphans()
     for run_id in orphans:
-        run = await repo.get_run(run_id)
-        parent = run.parent_run_id if run else None
+        orphan = await repo.get_run(run_id)
+        parent = orphan.parent_run_id if orphan else None
         print(f"stopped run {run_id} (a sub-agent of {parent}, which ended)")
         if slack:
             from handlers.flows import announce_cancelled
