@@ -153,15 +153,18 @@ async def runs_cancel(repo: Repository, config: Config, args: argparse.Namespace
         return EXIT_REFUSED
     print(f"run {args.run_id}: cancelled")
     # Its sub-agents' runs are stopped with it (issue 20 section 1).
-    for child_id in await repo.hold_children(
+    children = await repo.hold_children(
         args.run_id, action="stop", actor=args.actor, reason=args.reason, now=runner.clock()
-    ):
+    )
+    for child_id in children:
         print(f"run {child_id}: stopped (a sub-agent of {args.run_id})")
     slack = slack_services(repo, runner, config)
     if slack:
         from handlers.flows import announce_cancelled
+        from handlers.flows.runs import announce_cancelled_children
 
         await announce_cancelled(slack, args.run_id)
+        await announce_cancelled_children(slack, children)
     return EXIT_OK
 
 
@@ -223,12 +226,22 @@ async def runs_recover(repo: Repository, config: Config, args: argparse.Namespac
         resumed = await (resume_and_publish(slack, run_id) if slack else runner.resume(run_id))
         if resumed is not None:
             print_outcome(resumed)
+    # Sub-agents whose parent ended without them (an expiry's cancel, an uninstall).
+    orphans = await runner.stop_orphans()
+    for run_id in orphans:
+        orphan = await repo.get_run(run_id)
+        parent = orphan.parent_run_id if orphan else None
+        print(f"stopped run {run_id} (a sub-agent of {parent}, which ended)")
+        if slack:
+            from handlers.flows import announce_cancelled
+
+            await announce_cancelled(slack, run_id)
     cards = await slack.publisher.post_missing_cards() if slack else 0
     if cards:
         print(f"posted {cards} approval card(s) that no worker had posted")
     answers = await slack.publisher.answers.post_due() if slack else 0
     if answers:
         print(f"posted {answers} run answer(s) that no worker had posted")
-    if not (expiries or taken or stranded or cards or answers):
+    if not (expiries or taken or stranded or orphans or cards or answers):
         print("Nothing to recover: no approval is overdue and every run's worker is alive.")
     return EXIT_OK

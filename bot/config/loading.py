@@ -26,6 +26,7 @@ from bot.config.models import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MODEL,
     DEFAULT_SYSTEM_PROMPT,
+    DELEGATE,
     MCP_SEPARATOR,
     McpServerSection,
     Settings,
@@ -310,6 +311,13 @@ def config_from_dict(
                 problems.append(
                     f"policies.{tool_name}: no tool named {tool_name!r} (tools: {known})"
                 )
+    if settings is not None and settings.agents and settings.delegate and DELEGATE in (names or ()):
+        # Else it replaced the built-in tool for the main agent only, while the sub-agents'
+        # built-in one was gated by that tool's policy.
+        problems.append(
+            f"tools: a tool is named {DELEGATE!r}, as the built-in tool that hands tasks to "
+            "[agents] is: rename it, or set delegate = false"
+        )
     if problems or settings is None or loaded is None or agent_tools is None:
         raise ConfigError.of(problems)
     return _config(settings, loaded, agent_tools)

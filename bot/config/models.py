@@ -56,6 +56,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "say so plainly and do not try to get around it."
 )
 ASK_USER = "ask_user"
+DELEGATE = "delegate"  # the built-in tool of sub-agents (bot.pauses.DELEGATE)
 # An MCP server's tools are named <server>__<tool>: a server's name is a tool name's start.
 MCP_SEPARATOR = "__"
 

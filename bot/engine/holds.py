@@ -76,10 +76,10 @@ class Holds:
             status = outcome.run.status if outcome.run else ""
             raise HoldRefused(text.format(run_id=shown_id(run_id), status=status), code)
         # Its sub-agents' runs are paused or stopped with it (issue 20 section 1).
-        await self.repo.hold_children(
+        reached = await self.repo.hold_children(
             run_id, action=action, actor=actor, reason=reason, now=self.leases.clock()
         )
-        return outcome
+        return dataclasses.replace(outcome, children=tuple(reached))
 
     async def stop(
         self,

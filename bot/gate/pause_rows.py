@@ -10,6 +10,7 @@ the result the model reads once the row is settled.
 from __future__ import annotations
 
 import asyncio
+import reprlib
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,9 @@ MAX_QUESTION_LENGTH = 2000
 MAX_CHOICES = 50
 MAX_CHOICE_LENGTH = 75  # a Slack button's text
 MAX_TASK_LENGTH = 8000
+MAX_AGENT_SHOWN = 80  # of an unknown agent's name, in the tool error
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = MAX_AGENT_SHOWN
 # A delegation waits as long as its child runs: the child's own waits expire, not this row.
 DELEGATION_HORIZON = timedelta(days=3650)
 
@@ -41,7 +45,9 @@ def delegation_refusal(turn: TurnContext, pause: Delegate) -> str | None:
     agent, task = pause.agent, pause.task
     if not isinstance(agent, str) or agent not in context.agents:
         known = ", ".join(sorted(context.agents))
-        return f"Error: there is no agent {agent!r} (agents: {known}); nothing was delegated."
+        # The model's name for it, cut: the result goes to the history, the model, the thread.
+        shown = _SHORT.repr(agent)
+        return f"Error: there is no agent {shown} (agents: {known}); nothing was delegated."
     if not isinstance(task, str) or not task.strip():
         return "Error: delegate needs a task; nothing was delegated."
     if len(task) > MAX_TASK_LENGTH:

@@ -13,7 +13,11 @@ import logging
 
 from bot.policy import HoldRefused
 from handlers.flows.clicks import GROUPS_UNKNOWN, Tell
-from handlers.flows.runs import announce_cancelled, resume_and_publish
+from handlers.flows.runs import (
+    announce_cancelled,
+    announce_cancelled_children,
+    resume_and_publish,
+)
 from handlers.services import Services
 from handlers.slack import GroupLookupFailed
 from storage.repository import DATABASE_FAILURES
@@ -57,6 +61,8 @@ async def hold_from_slack(
             return
         if action == "stop":
             stopped = await runner.stop_run(run_id, actor=actor, actor_groups=groups, reason=reason)
+            # Sub-agents it cancelled now: their cards lose their buttons, their threads say so.
+            await announce_cancelled_children(services, stopped.children)
             if stopped.result == "cancelled":
                 await tell(":octagonal_sign: Stopped.")
                 await announce_cancelled(services, run_id)

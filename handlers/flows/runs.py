@@ -11,6 +11,7 @@ call that moved on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 
 from bot.engine import RunOutcome
@@ -141,6 +142,16 @@ async def announce_cancelled(services: Services, run_id: str) -> None:
         for approval in await services.repo.approvals_for_run(run.id):
             if approval.status == "cancelled":
                 await services.steps.complete_approval(approval.id)
+
+
+async def announce_cancelled_children(services: Services, run_ids: Sequence[str]) -> None:
+    """:func:`announce_cancelled` for the sub-agents' runs a parent's Stop or cancel ended now
+    (each in a transaction of its own, which told no thread); those still working stop at
+    their next safe point and tell their thread then."""
+    for run_id in run_ids:
+        run = await services.repo.get_run(run_id)
+        if run is not None and run.status == "cancelled":
+            await announce_cancelled(services, run_id)
 
 
 async def step_card_refused(services: Services, approval: Approval, error: str) -> bool:

@@ -25,9 +25,10 @@ from storage.drivers import Database, Mode, Tx
 from storage.models import Run
 from storage.records import ApprovalDraft
 from storage.sql.delegations import CHILDREN_OF_RUN, UNFINISHED_CHILDREN
+from storage.sql.holds import HOLD_OF_RUN, INSERT_HOLD
 from storage.sql.runs import INSERT_RUN_ROW
 from storage.stores.events import audit
-from storage.stores.rows import RUNS
+from storage.stores.rows import HOLDS, RUNS
 from storage.values import storable
 
 READ_ONE = Mode.READ_ONE
@@ -85,6 +86,33 @@ def insert_children(
         )
         children.append(RUNS.build(values))
     return children
+
+
+def hold_children_as_parent(tx: Tx, parent_run_id: str, children: Sequence[Run]) -> None:
+    """Children started by a pause stored under an operator's Pause start held, in the
+    pause's transaction: written after its commit, a crash in between left them to a
+    take-over that drove them while their parent stayed paused."""
+    row = tx.one(HOLD_OF_RUN, {"run_id": parent_run_id})
+    if row is None or not children:
+        return
+    hold = HOLDS.load(tx, row)
+    for child in children:
+        params = {
+            "run_id": child.id,
+            "action": hold.action,
+            "requested_by": hold.requested_by,
+            "reason": hold.reason,
+            "requested_at": hold.requested_at,
+        }
+        tx.execute(INSERT_HOLD, params)
+        audit(
+            tx,
+            child.created_at,
+            f"run_{hold.action}_requested",
+            run_id=child.id,
+            actor=hold.requested_by,
+            reason=hold.reason,
+        )
 
 
 class DelegationStore:

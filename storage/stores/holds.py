@@ -56,6 +56,9 @@ class HoldOutcome:
     # A sub-agent's run cancelled by a Stop: its parent, whose resume the Stop's caller
     # claimed (bot.engine.holds), for the caller to resume.
     parent_resume: str | None = None
+    # The runs it delegated to that the hold reached (bot.engine.holds): those a Stop
+    # cancelled now are told in their threads as the run is.
+    children: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from storage.sql.events import INSERT_AUDIT, audit_row, rule_matched_row
 from storage.sql.reach import ReachPlan
 from storage.sql.runs import PAUSE_RUN
 from storage.sql.waits import ADOPT_CALLBACK
-from storage.stores.delegations import insert_children
+from storage.stores.delegations import hold_children_as_parent, insert_children
 from storage.stores.reach import insert_reach
 from storage.stores.rows import APPROVALS
 from storage.stores.transitions import claim_resume
@@ -79,7 +79,8 @@ class PauseStore:
 
         ``stop_if_held``: this transaction is the safe point of the calls the drafts are for
         (nothing ran between them and it). If an operator's hold is asked for on the run,
-        nothing is written and RunHeld is raised.
+        nothing is written and RunHeld is raised. A Stop raises RunHeld in any case: the
+        run ends at this pause rather than waiting under a hold nothing releases.
         """
         history_text = json_text(history)
         for draft in drafts:
@@ -102,7 +103,10 @@ class PauseStore:
             if row is None:
                 raise LeaseLost(run_id)
             turn, requester, team_id, channel, thread_ts, hold, agent = row
-            if stop_if_held and hold is not None:
+            # A Stop asked for since the drafted calls' safe point is taken here too: a
+            # paused run under a Stop's hold was never resumed nor ended (nothing claims a
+            # held run's resume), and a parent's children started under it (sub-agents).
+            if hold is not None and (stop_if_held or hold == "stop"):
                 raise RunHeld(run_id, str(hold))  # rolls the pause back
             if still_pending:
                 # Approvals of an earlier pause that are still waiting: this pause waits on
@@ -160,6 +164,8 @@ class PauseStore:
                 lease_until=lease_until,
                 now=now,
             )
+            if hold is not None:  # a Pause (a Stop raised RunHeld above)
+                hold_children_as_parent(tx, run_id, children)
             waiting = [APPROVALS.build(r) for r in rows] + [
                 a for a in adopted if a.status == "pending"
             ]

@@ -126,3 +126,40 @@ def test_a_childs_approval_decided_from_the_terminal_lets_the_parent_finish(
         capsys, *cfg, "approvals", "decide", listed["id"], "--approve", "--as", "U0APPROVER1"
     )
     assert code == 0 and "delegate=Results: restart_service=restarted web" in out, out
+
+
+def test_runs_recover_stops_the_children_of_a_parent_that_ended_without_them(
+    operator_cfg: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Found by review: ``runs recover`` (one sweep, for when no bot runs) did all the
+    sweeper does but stop the sub-agents whose parent ended without them (an expiry's
+    on_expiry = "cancel", an uninstall): their cards stayed open under a cancelled parent."""
+    import asyncio
+
+    from bot.clock import utcnow
+    from storage.repository import Repository
+
+    cfg = operator_cfg
+    task = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "web"}}]}
+    )
+    call = {"name": "delegate", "arguments": {"agent": "operator", "task": task}}
+    _, out, _ = run_cli(
+        capsys, *cfg, "ask", json.dumps({"tool_calls": [call]}), "--as", "U0REQUESTER"
+    )
+    run_id = next(w for w in out.split() if w.startswith("run_")).strip(":")
+
+    async def cancel_the_parent_alone() -> None:
+        repo = await Repository.open(f"sqlite:///{tmp_path / 'cli.db'}")
+        try:
+            assert await repo.cancel_run(run_id, reason="expired", actor="sweeper", now=utcnow())
+        finally:
+            await repo.close()
+
+    asyncio.run(cancel_the_parent_alone())
+    code, out, err = run_cli(capsys, *cfg, "runs", "recover")
+    assert code == 0, err
+    assert f"(a sub-agent of {run_id}, which ended)" in out, out
+    shown = json.loads(run_cli(capsys, *cfg, "runs", "show", run_id, "--json")[1])
+    assert [c["status"] for c in shown["children"]] == ["cancelled"]
+    assert json.loads(run_cli(capsys, *cfg, "approvals", "list", "--json")[1]) == []

@@ -82,3 +82,19 @@ def test_every_problem_of_agents_is_named() -> None:
 def test_agents_must_be_a_table_of_tables() -> None:
     assert any(p.startswith("agents: ") for p in problems(agents=["researcher"]))
     assert any(p.startswith("agents.researcher: ") for p in problems(agents={"researcher": 1}))
+
+
+def test_a_tool_named_delegate_is_refused_beside_agents() -> None:
+    """Found by review: a configured tool named ``delegate`` silently replaced the built-in
+    one for the main agent (which could then delegate to no agent) while the sub-agents kept
+    the built-in one, gated by that tool's ``[policies.delegate]``."""
+    agents = {"researcher": {"description": "looks things up"}}
+    tools = [*BASE_CONFIG["tools"], "tests.support.named_delegate:delegate"]
+    (problem,) = problems(tools=tools, agents=agents)
+    assert problem.startswith("tools: a tool is named 'delegate'"), problem
+    researcher = {**agents["researcher"], "tools": ["tests.support.named_delegate:delegate"]}
+    (problem,) = problems(agents={"researcher": researcher})
+    assert problem.startswith("tools: a tool is named 'delegate'"), problem
+    # Without agents, or with delegate = false, the name is free.
+    assert make_config(tools=tools).agents == {}
+    assert make_config(tools=tools, agents=agents, delegate=False).delegate is False

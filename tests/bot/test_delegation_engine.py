@@ -319,3 +319,59 @@ async def test_children_started_while_an_operator_pauses_the_parent_start_held(
     hold = await repo.hold_of(child.id)
     assert hold is not None and hold.action == "pause" and hold.requested_by == "U0REQUESTER"
     assert (await runner.drive(child)).status == "held", "it stops at its first safe point"
+
+
+async def test_a_stop_asked_for_after_a_delegate_calls_safe_point_ends_the_parent(
+    repo: Repository,
+) -> None:
+    """The Stop lands after the delegate call passed its safe point, before the pause that
+    starts the child is stored (found by review): the pause is the Stop's safe point, so the
+    parent ends cancelled and no child starts. Before the fix the parent was stored paused
+    under the Stop's hold with its child running; the child's Stop settled the parent's row,
+    and then nothing ever moved the parent (no resume claim under a hold, no sweep of it)."""
+    from bot.gate import current_turn
+    from tests.support import hold_tools
+
+    config = agents_config(tools=[*BASE_CONFIG["tools"], "tests.support.hold_tools:step"])
+    runner = Runner(repo, config, worker_id="worker-a")
+    started_ids: list[str] = []
+
+    async def stop_parent_once_delegated(n: int) -> None:
+        turn = current_turn.get()
+        while not turn.drafts:  # the delegate call's row is drafted: its safe point passed
+            await asyncio.sleep(0)
+        await runner.stop_run(started_ids[0], actor="U0REQUESTER")
+
+    hold_tools.ON_STEP = stop_parent_once_delegated
+    try:
+        text = json.dumps(
+            {
+                "tool_calls": [
+                    {"name": "step", "arguments": {"n": 1}},
+                    {"name": "delegate", "arguments": {"agent": "researcher", "task": "t"}},
+                ]
+            }
+        )
+        run = await runner.open(request(text))
+        started_ids.append(run.id)
+        outcome = await runner.drive(run)
+    finally:
+        hold_tools.ON_STEP = None
+    await follow(runner, outcome)
+    parent = await repo.get_run(run.id)
+    assert parent is not None and parent.status == "cancelled", parent and parent.status
+    assert await repo.hold_of(run.id) is None
+    assert await repo.unfinished_children(run.id) == []
+    assert await runner.claim_stranded_runs() == []
+
+
+async def test_a_huge_unknown_agent_name_is_not_echoed_whole(repo: Repository) -> None:
+    """Found by review: the task is bounded (MAX_TASK_LENGTH) but an unknown agent's name was
+    quoted whole in the tool error: 100,000 characters went to the history, back to the
+    model and into the thread's answer."""
+    runner = Runner(repo, agents_config(), worker_id="worker-a")
+    outcome = await runner.start(request(delegating(("x" * 100_000, "t"))))
+    assert outcome.status == "completed" and not outcome.children
+    assert "there is no agent 'xxx" in (outcome.answer or "")
+    assert "(agents: operator, researcher); nothing was delegated." in (outcome.answer or "")
+    assert len(outcome.answer or "") < 1000

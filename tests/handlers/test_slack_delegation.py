@@ -14,7 +14,7 @@ from storage.repository import Repository
 from tests.bot.test_delegation_engine import AGENTS, delegating
 from tests.conftest import make_config
 from tests.support.ops_tools import executed
-from tests.support.slack_harness import Harness, running_bot
+from tests.support.slack_harness import Harness, has_buttons, running_bot
 
 REQUESTER = "U0REQUESTER"
 APPROVER = "U0APPROVER1"
@@ -75,3 +75,36 @@ async def test_a_childs_card_names_its_agent_and_its_click_lets_the_parent_finis
     assert parent is not None and parent.status == "completed"
     trail = await slack.repo.audit_trail(run_id=parent.id)
     assert [e.event for e in trail].count("run_resumed") == 1
+
+
+async def test_stopping_a_parent_in_slack_takes_the_buttons_off_its_childs_card(
+    slack: Harness,
+) -> None:
+    """Found by review: a Stop of a parent cancels its waiting children in transactions of
+    their own, and only the parent's thread was told; the child's card kept Approve and Deny
+    on a cancelled call, and the child's progress message kept waiting. Each child the Stop
+    cancelled is announced as the parent is."""
+    task = json.dumps(
+        {"tool_calls": [{"name": "restart_service", "arguments": {"service": "shop"}}]}
+    )
+    await slack.mention(REQUESTER, delegating(("operator", task)))
+    await slack.settle()
+    (card,) = slack.cards()
+    assert has_buttons(card)
+    (parent,) = [
+        m
+        for m in slack.server.messages
+        if "sub-agent" in m.text and any(e.get("action_id") == "run_stop" for _, e in m.buttons())
+    ]
+    await slack.server.click(REQUESTER, parent, "run_stop")
+    await slack.settle()
+    (parent_run,) = [r for r, _ in await slack.repo.list_runs() if r.parent_run_id is None]
+    (child,) = await slack.repo.children_of(parent_run.id)
+    assert parent_run.status == "cancelled" and child.status == "cancelled"
+    shown = slack.server.message(card.channel, card.ts)
+    assert not has_buttons(shown), "the cancelled child's card keeps no buttons"
+    waiting = [
+        m for m in slack.server.messages if any(e.get("value") == child.id for _, e in m.buttons())
+    ]
+    assert waiting == [], "the child's progress message offers no Pause or Stop any more"
+    assert executed("restart_service") == []
