@@ -50,10 +50,11 @@ from bot.gate import (
     hold_requested,
 )
 from bot.gate.stream_events import EventListener, RunEvent, task_event
+from bot.gate.turn import DelegationContext
 from bot.ops import failpoint, logs
 from bot.ops import metric_hooks as metrics
 from bot.ops.outage import OutageLog
-from bot.pauses import ToolProgress
+from bot.pauses import DELEGATE, ToolProgress
 from storage.models import Run
 from storage.repository import LeaseLost, Repository, RunHeld
 
@@ -140,6 +141,18 @@ class Drives:
         if run.agent is None:
             return self.tools
         return self.agent_tools.get(run.agent, [])
+
+    def offered(self, run: Run, delegation: DelegationContext | None) -> list[llm.Tool]:
+        """The tools the model is offered: the agent's, without the built-in ``delegate``
+        where the run is as deep as ``max_delegation_depth`` (a call would only be refused)."""
+        tools = self.tools_for(run)
+        if self.config.delegate and delegation is not None and delegation.at_limit:
+            return [tool for tool in tools if tool.name != DELEGATE]
+        return tools
+
+    async def offered_to(self, run: Run) -> list[llm.Tool]:
+        """:meth:`offered`, reading the run's chain of agents."""
+        return self.offered(run, await delegation_context(self.repo, self.config, run))
 
     @metrics.times_resumes
     @logs.bound_to("run_id")
@@ -245,7 +258,7 @@ class Drives:
                 chain_limit=self.config.chain_limit
             )
             async for response in conversation.chain(
-                **_chain_input(history), tools=[*self.tools_for(run)]
+                **_chain_input(history), tools=[*self.offered(run, turn.delegation)]
             ).responses():
                 # A safe point: an operator's pause takes effect before the model call.
                 action = await hold_at_safe_point(turn)

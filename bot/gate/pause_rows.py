@@ -61,7 +61,7 @@ def delegation_refusal(turn: TurnContext, pause: Delegate) -> str | None:
             "delegate to itself or to one that delegated to it. Do the task yourself or ask "
             "another agent."
         )
-    if len(context.chain) >= context.max_depth:
+    if context.at_limit:
         return (
             f"Error: delegation is limited to {context.max_depth} level(s) "
             "(max_delegation_depth); this agent may not delegate. Do the task yourself."

@@ -57,6 +57,11 @@ class DelegationContext:
     max_depth: int
     chain: tuple[str, ...] = ()
 
+    @property
+    def at_limit(self) -> bool:
+        """This run's agent is ``max_delegation_depth`` deep: it may not delegate."""
+        return len(self.chain) >= self.max_depth
+
 
 @dataclass
 class TurnContext:

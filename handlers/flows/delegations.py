@@ -19,5 +19,5 @@ async def announce_child(services: Services, run: Run) -> None:
         return
     row = await services.repo.get_approval(run.parent_approval_id)
     task = str(row.arguments.get("task", "")) if row is not None else ""
-    tools = [tool.name for tool in services.runner.drives.tools_for(run)]
+    tools = [tool.name for tool in await services.runner.drives.offered_to(run)]
     await services.publisher.note(run, child_intro(run.agent, task, tools))

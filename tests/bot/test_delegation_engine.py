@@ -134,7 +134,8 @@ async def test_a_failed_child_is_the_parents_result(repo: Repository) -> None:
 @pytest.mark.parametrize(
     ("depth", "to", "refused"),
     [
-        (1, "operator", "limited to 1 level(s) (max_delegation_depth)"),
+        # At the limit the tool is not offered: a model calling it anyway hears so from llm.
+        (1, "operator", 'tool "delegate" does not exist'),
         (2, "researcher", "researcher is already working up this chain (main -> researcher)"),
     ],
 )
@@ -375,3 +376,18 @@ async def test_a_huge_unknown_agent_name_is_not_echoed_whole(repo: Repository) -
     assert "there is no agent 'xxx" in (outcome.answer or "")
     assert "(agents: operator, researcher); nothing was delegated." in (outcome.answer or "")
     assert len(outcome.answer or "") < 1000
+
+
+async def test_an_agent_at_the_depth_limit_is_not_offered_delegate(repo: Repository) -> None:
+    """A call would only be refused: the tool is not offered (nor listed in the child's first
+    message), while an agent above the limit keeps it."""
+    for depth, offered in ((1, False), (2, True)):
+        runner = Runner(repo, agents_config(max_delegation_depth=depth), worker_id="worker-a")
+        started = await runner.start(request(delegating(("researcher", "look"))))
+        (child,) = await repo.children_of(started.run_id)
+        names = {tool.name for tool in await runner.drives.offered_to(child)}
+        assert ("delegate" in names) is offered, (depth, names)
+        assert "get_status" in names
+        main = await repo.get_run(started.run_id)
+        assert main is not None
+        assert "delegate" in {tool.name for tool in await runner.drives.offered_to(main)}
