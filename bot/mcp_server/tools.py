@@ -13,11 +13,16 @@ a running ``approval-bot serve`` on the same database posts it
 
 The call then waits until the request is settled (:mod:`bot.mcp_server.waiting`). If the
 client goes away the request stays; a call with the same ``idempotency_key`` (and the same
-arguments) finds it again and waits on, returning the decision once it is made.
+arguments) finds it again and waits on, returning the decision once it is made. While it
+waits, a database that fails (a connection dropped, a failover) is waited out as ``serve``
+waits it out: ending the call would make a client without a key ask a second time. And the
+caller's token is read again every ``TOKEN_RECHECK`` seconds: a token revoked or expired
+mid-wait ends the wait with a tool error (the request stays, for an operator to cancel).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +42,7 @@ from bot.engine.requests import (
     read_question,
     request_view,
 )
-from bot.mcp_server.waiting import Progress, overdue, wait_until_settled
+from bot.mcp_server.waiting import Progress, Read, overdue, wait_until_settled
 from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, Repository, StoredToken, time_limit
 
@@ -45,6 +50,7 @@ log = logging.getLogger(__name__)
 
 LONGEST_MAX_WAIT = 24 * 3600  # seconds
 TIME_LIMIT = 5.0  # the database's time for one step of a call (as the HTTP API's)
+TOKEN_RECHECK = 5.0  # seconds between reads of the caller's token while a call waits
 # The API's field names that the tools call otherwise.
 MCP_NAMES = {"ttl": "timeout", "body": "arguments"}
 
@@ -162,7 +168,7 @@ class Asking:
         if created.created:
             log.info("mcp: %s %s requested by token %s", asked.kind, approval.id, token.name)
         settled = await wait_until_settled(
-            self._read, approval, progress, clock=self.clock, at_most=max_wait
+            self._reader(token), approval, progress, clock=self.clock, at_most=max_wait
         )
         view = request_view(settled)
         if settled.status == "pending" and not overdue(settled, self.clock()):
@@ -180,9 +186,38 @@ class Asking:
             )
         return view
 
-    async def _read(self, approval_id: str) -> Approval | None:
-        with time_limit(TIME_LIMIT):
-            return await self.repo.get_approval(approval_id)
+    def _reader(self, token: StoredToken) -> Read:
+        """The wait's read of the request: None while the database fails (the wait goes
+        on; one line when that starts and ends); a Refusal once the token is not usable."""
+        loop = asyncio.get_running_loop()
+        checked_at = loop.time()
+        failing = False
+
+        async def read(approval_id: str) -> Approval | None:
+            nonlocal checked_at, failing
+            try:
+                with time_limit(TIME_LIMIT):
+                    if loop.time() - checked_at >= TOKEN_RECHECK:
+                        live = await self.repo.api_token(token.id)
+                        checked_at = loop.time()
+                        if live is None or not live.usable(self.clock()):
+                            raise Refusal(
+                                f"the API token was revoked or expired while waiting for "
+                                f"{approval_id}; the request stays pending (an operator may "
+                                "cancel it)"
+                            )
+                    approval = await self.repo.get_approval(approval_id)
+            except DATABASE_FAILURES as exc:
+                if not failing:
+                    log.warning("mcp: %s: the database failed; waiting on: %s", approval_id, exc)
+                failing = True
+                return None
+            if failing:
+                log.warning("mcp: %s: the database answers again", approval_id)
+                failing = False
+            return approval
+
+        return read
 
 
 def database_failure(exc: BaseException) -> Refusal | None:

@@ -1,0 +1,103 @@
+"""The MCP server's long waits against what happens meanwhile (issue 20 section 3).
+
+A tool call may wait for hours; the database and the caller's token can change under it. A
+token revoked mid-wait ends the wait with a tool error (the request stays, pending), as a
+revoked token stops every new call. A database connection dropped mid-wait (a failover, a
+proxy closing idle connections) is waited out: ending the call would make a client without
+an ``idempotency_key`` ask again, a second card for one question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.bot.test_mcp_server import (
+    APPROVER,
+    CHANNEL,
+    Progress,
+    card_with,
+    error_of,
+    result_of,
+    rows,
+    served,
+    stdio_session,
+)
+from tests.conftest import POSTGRES_URL, _plain, fresh_postgres_database
+from tests.faults.harness import eventually
+from tests.support.api_support import create_token
+from tests.support.serve_process import ROOT, served_bot
+
+__all__ = ["served"]  # the fixture, imported for pytest
+
+
+async def _cli(url: str, workdir: Path, *args: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        *args,
+        env={**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(ROOT)},
+        cwd=workdir,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, (out, err)
+
+
+async def test_a_token_revoked_mid_wait_ends_the_wait_and_keeps_the_request(
+    served: tuple[object, str], tmp_path: Path
+) -> None:
+    _bot, url = served
+    token = await create_token(url, tmp_path, "leaked", CHANNEL)
+    async with stdio_session(tmp_path, url, token.token) as session:
+        progress = Progress()
+        call = asyncio.create_task(
+            session.call_tool(
+                "request_approval",
+                {"action": "Wipe the bucket", "approvers": [APPROVER], "max_wait": 120},
+                progress_callback=progress,
+            )
+        )
+        await eventually(lambda: progress.seen, "the call waiting")
+        await _cli(url, tmp_path, "api-tokens", "revoke", "leaked")
+        said = error_of(await asyncio.wait_for(call, 100))
+        assert "revoked or expired while waiting" in said, said
+    assert await rows(url, "approvals") == 1  # the request stays, for an operator
+
+
+@pytest.mark.skipif(not POSTGRES_URL, reason="PostgreSQL: APPROVAL_BOT_TEST_POSTGRES_URL unset")
+async def test_a_database_connection_dropped_mid_wait_is_waited_out(tmp_path: Path) -> None:
+    async with (
+        fresh_postgres_database() as url,
+        served_bot(url, tmp_path, extra_config='sweep_interval = "1h"\n') as bot,
+    ):
+        token = await create_token(url, tmp_path, "agent", CHANNEL)
+        async with stdio_session(tmp_path, url, token.token) as session:
+            call = asyncio.create_task(
+                session.call_tool(
+                    "request_approval", {"action": "Failover drill", "approvers": [APPROVER]}
+                )
+            )
+            card = await eventually(lambda: card_with(bot, "Failover drill"), "the card")
+            # Every connection to the database is dropped (serve's too), as in a failover.
+            admin = await asyncpg.connect(_plain(url))
+            try:
+                dropped = await admin.fetch(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            finally:
+                await admin.close()
+            assert dropped
+            click = await bot.slack.click(APPROVER, card, "approval_approve")
+            assert click.status == 200, click.text
+            decided = result_of(await asyncio.wait_for(call, 60))
+            assert decided["status"] == "approved", decided
+    assert "Traceback" not in (tmp_path / "mcp-stderr.log").read_text()
