@@ -60,12 +60,21 @@ class Refusal(Exception):
 
 
 async def token_by_bearer(repo: Repository, bearer: str) -> StoredToken | None:
-    """The live API token whose text is ``bearer``, or None (unknown, revoked, expired)."""
+    """The live API token whose text is ``bearer``, or None (unknown, revoked, expired).
+
+    A database failure is tried once more: a connection the database dropped (a failover, a
+    restart) fails the first read on it, and the pool then opens new ones; over HTTP that
+    first failure was a 401 for a live token, which clients take as a bad token."""
     bearer = bearer.strip()
     if not TOKEN_SHAPE.fullmatch(bearer):
         return None
-    with time_limit(TIME_LIMIT):
-        stored = await repo.api_token_by_hash(hash_token(bearer))
+    try:
+        with time_limit(TIME_LIMIT):
+            stored = await repo.api_token_by_hash(hash_token(bearer))
+    except DATABASE_FAILURES as exc:
+        log.warning("mcp: the database failed reading a token; trying once more: %s", exc)
+        with time_limit(TIME_LIMIT):
+            stored = await repo.api_token_by_hash(hash_token(bearer))
     if stored is None or not stored.usable(utcnow()):
         return None
     return stored
