@@ -93,6 +93,11 @@ def http_token(repo: Repository) -> TokenOf:
     return token_of
 
 
+def http_url(host: str, port: int) -> str:
+    """``http://HOST:PORT``, an IPv6 address in brackets (``--host ::1``)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def build_server(
     asking: Asking, token_of: TokenOf, *, http: tuple[str, int] | None = None
 ) -> MCPServer:
@@ -103,7 +108,7 @@ def build_server(
         auth = {
             # The SDK's bearer check wants an issuer; the tokens are ours (no OAuth routes).
             "auth": AuthSettings.model_validate(
-                {"issuer_url": f"http://{host}:{port}", "resource_server_url": None}
+                {"issuer_url": http_url(host, port), "resource_server_url": None}
             ),
             "token_verifier": ApiTokenVerifier(asking.repo),
         }
