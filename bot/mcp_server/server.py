@@ -125,6 +125,11 @@ def build_server(
             log.exception("mcp: a tool call failed")
             raise ToolError("the bot failed to record the request; call again") from None
 
+    def gone_of(ctx: Context) -> Any:
+        """Over HTTP, whether the call's own connection is closed (Starlette's
+        ``is_disconnected``); None on stdio, whose client going away ends the process."""
+        return getattr(ctx.request_context.request, "is_disconnected", None)
+
     def progress_of(ctx: Context) -> Any:
         async def report(done: float, total: float | None, message: str) -> None:
             await ctx.report_progress(done, total, message)
@@ -170,6 +175,7 @@ def build_server(
                 timeout=timeout,
                 idempotency_key=idempotency_key,
                 max_wait=max_wait,
+                gone=gone_of(ctx),
             ),
         )
 
@@ -210,6 +216,7 @@ def build_server(
                 timeout=timeout,
                 idempotency_key=idempotency_key,
                 max_wait=max_wait,
+                gone=gone_of(ctx),
             ),
         )
 

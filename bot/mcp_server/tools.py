@@ -42,7 +42,14 @@ from bot.engine.requests import (
     read_question,
     request_view,
 )
-from bot.mcp_server.waiting import Progress, Read, overdue, wait_until_settled
+from bot.mcp_server.waiting import (
+    ClientGone,
+    Gone,
+    Progress,
+    Read,
+    overdue,
+    wait_until_settled,
+)
 from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, Repository, StoredToken, time_limit
 
@@ -102,6 +109,7 @@ class Asking:
         timeout: str | int | None,
         idempotency_key: str | None,
         max_wait: int | None = None,
+        gone: Gone | None = None,
     ) -> dict[str, Any]:
         body = {
             "channel": self._channel(token, channel),
@@ -111,7 +119,7 @@ class Asking:
             "ttl": timeout,
             "idempotency_key": idempotency_key,
         }
-        return await self._ask(token, progress, read_approval, body, max_wait)
+        return await self._ask(token, progress, read_approval, body, max_wait, gone)
 
     async def ask_human(
         self,
@@ -125,6 +133,7 @@ class Asking:
         timeout: str | int | None,
         idempotency_key: str | None,
         max_wait: int | None = None,
+        gone: Gone | None = None,
     ) -> dict[str, Any]:
         body = {
             "channel": self._channel(token, channel),
@@ -134,7 +143,7 @@ class Asking:
             "ttl": timeout,
             "idempotency_key": idempotency_key,
         }
-        return await self._ask(token, progress, read_question, body, max_wait)
+        return await self._ask(token, progress, read_question, body, max_wait, gone)
 
     def _channel(self, token: StoredToken, channel: str | None) -> str:
         if channel:
@@ -152,6 +161,7 @@ class Asking:
         reader: Callable[[Any], HumanRequest],
         body: dict[str, Any],
         max_wait: int | None,
+        gone: Gone | None = None,
     ) -> dict[str, Any]:
         if max_wait is not None and not 0 <= max_wait <= LONGEST_MAX_WAIT:
             raise Refusal(f"max_wait: must be 0 to {LONGEST_MAX_WAIT} seconds (or left out)")
@@ -176,9 +186,18 @@ class Asking:
         assert approval is not None
         if created.created:
             log.info("mcp: %s %s requested by token %s", asked.kind, approval.id, token.name)
-        settled = await wait_until_settled(
-            self._reader(token), approval, progress, clock=self.clock, at_most=max_wait
-        )
+        try:
+            settled = await wait_until_settled(
+                self._reader(token),
+                approval,
+                progress,
+                clock=self.clock,
+                at_most=max_wait,
+                gone=gone,
+            )
+        except ClientGone:
+            log.info("mcp: %s: the client went away; the request stays", approval.id)
+            raise Refusal(f"the client went away; {approval.id} stays pending") from None
         view = request_view(settled)
         if settled.status == "pending" and not overdue(settled, self.clock()):
             view["note"] = (
