@@ -80,6 +80,7 @@ def mcp(config: Config, args: argparse.Namespace) -> int:
 
 async def _serve(config: Config, args: argparse.Namespace, bearer: str | None) -> int:
     from bot.mcp_server import Asking, build_server, http_token, stdio_token, token_by_bearer
+    from bot.mcp_server.server import http_url
     from storage.repository import Repository
 
     repo = await Repository.open(config.database_url)
@@ -98,7 +99,7 @@ async def _serve(config: Config, args: argparse.Namespace, bearer: str | None) -
             return 0
         server = build_server(asking, http_token(repo), http=(args.host, args.http))
         print(
-            f"approval-bot: MCP over streamable HTTP at http://{args.host}:{args.http}/mcp "
+            f"approval-bot: MCP over streamable HTTP at {http_url(args.host, args.http)}/mcp "
             "(Authorization: Bearer <API token>)",
             file=sys.stderr,
         )

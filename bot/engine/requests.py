@@ -231,6 +231,10 @@ def _ttl(data: Mapping[str, Any]) -> timedelta | None:
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
+        # Compared before timedelta(): a huge number overflows it (an OverflowError, not a
+        # refusal).
+        if value > LONGEST_TTL.total_seconds():
+            raise RequestInputError("ttl", "may be at most 30 days")
         parsed: timedelta | str = (
             timedelta(seconds=value) if value > 0 else "must be positive seconds"
         )

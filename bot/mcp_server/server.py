@@ -93,6 +93,11 @@ def http_token(repo: Repository) -> TokenOf:
     return token_of
 
 
+def http_url(host: str, port: int) -> str:
+    """``http://HOST:PORT``, an IPv6 address in brackets (``--host ::1``)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def build_server(
     asking: Asking, token_of: TokenOf, *, http: tuple[str, int] | None = None
 ) -> MCPServer:
@@ -103,7 +108,7 @@ def build_server(
         auth = {
             # The SDK's bearer check wants an issuer; the tokens are ours (no OAuth routes).
             "auth": AuthSettings.model_validate(
-                {"issuer_url": f"http://{host}:{port}", "resource_server_url": None}
+                {"issuer_url": http_url(host, port), "resource_server_url": None}
             ),
             "token_verifier": ApiTokenVerifier(asking.repo),
         }
@@ -119,6 +124,11 @@ def build_server(
                 raise ToolError(str(failure)) from None
             log.exception("mcp: a tool call failed")
             raise ToolError("the bot failed to record the request; call again") from None
+
+    def gone_of(ctx: Context) -> Any:
+        """Over HTTP, whether the call's own connection is closed (Starlette's
+        ``is_disconnected``); None on stdio, whose client going away ends the process."""
+        return getattr(ctx.request_context.request, "is_disconnected", None)
 
     def progress_of(ctx: Context) -> Any:
         async def report(done: float, total: float | None, message: str) -> None:
@@ -165,6 +175,7 @@ def build_server(
                 timeout=timeout,
                 idempotency_key=idempotency_key,
                 max_wait=max_wait,
+                gone=gone_of(ctx),
             ),
         )
 
@@ -205,6 +216,7 @@ def build_server(
                 timeout=timeout,
                 idempotency_key=idempotency_key,
                 max_wait=max_wait,
+                gone=gone_of(ctx),
             ),
         )
 

@@ -13,11 +13,16 @@ a running ``approval-bot serve`` on the same database posts it
 
 The call then waits until the request is settled (:mod:`bot.mcp_server.waiting`). If the
 client goes away the request stays; a call with the same ``idempotency_key`` (and the same
-arguments) finds it again and waits on, returning the decision once it is made.
+arguments) finds it again and waits on, returning the decision once it is made. While it
+waits, a database that fails (a connection dropped, a failover) is waited out as ``serve``
+waits it out: ending the call would make a client without a key ask a second time. And the
+caller's token is read again every ``TOKEN_RECHECK`` seconds: a token revoked or expired
+mid-wait ends the wait with a tool error (the request stays, for an operator to cancel).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +42,14 @@ from bot.engine.requests import (
     read_question,
     request_view,
 )
-from bot.mcp_server.waiting import Progress, overdue, wait_until_settled
+from bot.mcp_server.waiting import (
+    ClientGone,
+    Gone,
+    Progress,
+    Read,
+    overdue,
+    wait_until_settled,
+)
 from storage.models import Approval
 from storage.repository import DATABASE_FAILURES, Repository, StoredToken, time_limit
 
@@ -45,6 +57,7 @@ log = logging.getLogger(__name__)
 
 LONGEST_MAX_WAIT = 24 * 3600  # seconds
 TIME_LIMIT = 5.0  # the database's time for one step of a call (as the HTTP API's)
+TOKEN_RECHECK = 5.0  # seconds between reads of the caller's token while a call waits
 # The API's field names that the tools call otherwise.
 MCP_NAMES = {"ttl": "timeout", "body": "arguments"}
 
@@ -54,12 +67,21 @@ class Refusal(Exception):
 
 
 async def token_by_bearer(repo: Repository, bearer: str) -> StoredToken | None:
-    """The live API token whose text is ``bearer``, or None (unknown, revoked, expired)."""
+    """The live API token whose text is ``bearer``, or None (unknown, revoked, expired).
+
+    A database failure is tried once more: a connection the database dropped (a failover, a
+    restart) fails the first read on it, and the pool then opens new ones; over HTTP that
+    first failure was a 401 for a live token, which clients take as a bad token."""
     bearer = bearer.strip()
     if not TOKEN_SHAPE.fullmatch(bearer):
         return None
-    with time_limit(TIME_LIMIT):
-        stored = await repo.api_token_by_hash(hash_token(bearer))
+    try:
+        with time_limit(TIME_LIMIT):
+            stored = await repo.api_token_by_hash(hash_token(bearer))
+    except DATABASE_FAILURES as exc:
+        log.warning("mcp: the database failed reading a token; trying once more: %s", exc)
+        with time_limit(TIME_LIMIT):
+            stored = await repo.api_token_by_hash(hash_token(bearer))
     if stored is None or not stored.usable(utcnow()):
         return None
     return stored
@@ -87,6 +109,7 @@ class Asking:
         timeout: str | int | None,
         idempotency_key: str | None,
         max_wait: int | None = None,
+        gone: Gone | None = None,
     ) -> dict[str, Any]:
         body = {
             "channel": self._channel(token, channel),
@@ -96,7 +119,7 @@ class Asking:
             "ttl": timeout,
             "idempotency_key": idempotency_key,
         }
-        return await self._ask(token, progress, read_approval, body, max_wait)
+        return await self._ask(token, progress, read_approval, body, max_wait, gone)
 
     async def ask_human(
         self,
@@ -110,6 +133,7 @@ class Asking:
         timeout: str | int | None,
         idempotency_key: str | None,
         max_wait: int | None = None,
+        gone: Gone | None = None,
     ) -> dict[str, Any]:
         body = {
             "channel": self._channel(token, channel),
@@ -119,7 +143,7 @@ class Asking:
             "ttl": timeout,
             "idempotency_key": idempotency_key,
         }
-        return await self._ask(token, progress, read_question, body, max_wait)
+        return await self._ask(token, progress, read_question, body, max_wait, gone)
 
     def _channel(self, token: StoredToken, channel: str | None) -> str:
         if channel:
@@ -137,6 +161,7 @@ class Asking:
         reader: Callable[[Any], HumanRequest],
         body: dict[str, Any],
         max_wait: int | None,
+        gone: Gone | None = None,
     ) -> dict[str, Any]:
         if max_wait is not None and not 0 <= max_wait <= LONGEST_MAX_WAIT:
             raise Refusal(f"max_wait: must be 0 to {LONGEST_MAX_WAIT} seconds (or left out)")
@@ -161,9 +186,18 @@ class Asking:
         assert approval is not None
         if created.created:
             log.info("mcp: %s %s requested by token %s", asked.kind, approval.id, token.name)
-        settled = await wait_until_settled(
-            self._read, approval, progress, clock=self.clock, at_most=max_wait
-        )
+        try:
+            settled = await wait_until_settled(
+                self._reader(token),
+                approval,
+                progress,
+                clock=self.clock,
+                at_most=max_wait,
+                gone=gone,
+            )
+        except ClientGone:
+            log.info("mcp: %s: the client went away; the request stays", approval.id)
+            raise Refusal(f"the client went away; {approval.id} stays pending") from None
         view = request_view(settled)
         if settled.status == "pending" and not overdue(settled, self.clock()):
             view["note"] = (
@@ -180,9 +214,38 @@ class Asking:
             )
         return view
 
-    async def _read(self, approval_id: str) -> Approval | None:
-        with time_limit(TIME_LIMIT):
-            return await self.repo.get_approval(approval_id)
+    def _reader(self, token: StoredToken) -> Read:
+        """The wait's read of the request: None while the database fails (the wait goes
+        on; one line when that starts and ends); a Refusal once the token is not usable."""
+        loop = asyncio.get_running_loop()
+        checked_at = loop.time()
+        failing = False
+
+        async def read(approval_id: str) -> Approval | None:
+            nonlocal checked_at, failing
+            try:
+                with time_limit(TIME_LIMIT):
+                    if loop.time() - checked_at >= TOKEN_RECHECK:
+                        live = await self.repo.api_token(token.id)
+                        checked_at = loop.time()
+                        if live is None or not live.usable(self.clock()):
+                            raise Refusal(
+                                f"the API token was revoked or expired while waiting for "
+                                f"{approval_id}; the request stays pending (an operator may "
+                                "cancel it)"
+                            )
+                    approval = await self.repo.get_approval(approval_id)
+            except DATABASE_FAILURES as exc:
+                if not failing:
+                    log.warning("mcp: %s: the database failed; waiting on: %s", approval_id, exc)
+                failing = True
+                return None
+            if failing:
+                log.warning("mcp: %s: the database answers again", approval_id)
+                failing = False
+            return approval
+
+        return read
 
 
 def database_failure(exc: BaseException) -> Refusal | None:

@@ -12,7 +12,10 @@ keep clients that time out idle calls from giving up.
 
 A request past its expiry that no ``serve`` has expired (none is running on this database)
 ends the wait after ``EXPIRY_GRACE``: the caller is told so rather than kept waiting for
-ever.
+ever. An HTTP client whose connection is gone (it crashed, or cut the call off without
+``notifications/cancelled``) ends the wait too (:class:`ClientGone`): the SDK keeps a call
+running after its client left, and a wait nobody reads would poll until the request is
+settled, one more for each call cut off.
 """
 
 from __future__ import annotations
@@ -30,8 +33,13 @@ PROGRESS_EVERY = 5.0  # seconds between progress notifications that say nothing 
 EXPIRY_GRACE = timedelta(minutes=2)  # a running serve's sweeper expires it well within this
 
 Read = Callable[[str], Awaitable[Approval | None]]
+Gone = Callable[[], Awaitable[bool]]  # whether the caller's connection is closed
 # (seconds waited, the request's whole lifetime in seconds, what it waits for)
 Progress = Callable[[float, float | None, str], Awaitable[None]]
+
+
+class ClientGone(Exception):
+    """The caller's connection closed while it waited: nobody reads the answer."""
 
 
 def waiting_for(approval: Approval) -> str:
@@ -58,9 +66,10 @@ async def wait_until_settled(
     *,
     clock: Callable[[], datetime],
     at_most: float | None = None,
+    gone: Gone | None = None,
 ) -> Approval:
     """The approval once it is no longer pending (or once :func:`overdue`, or after
-    ``at_most`` seconds, still pending)."""
+    ``at_most`` seconds, still pending); ClientGone once ``gone`` says so."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     deadline = None if at_most is None else started + at_most
@@ -79,6 +88,8 @@ async def wait_until_settled(
             await asyncio.sleep(max(deadline - loop.time(), 0))
             return await read(approval.id) or current
         await asyncio.sleep(delay)
+        if gone is not None and await gone():
+            raise ClientGone(approval.id)
         delay = min(delay * POLL_GROWTH, POLL_MOST)
         current = await read(approval.id) or current
     return current

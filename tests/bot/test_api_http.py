@@ -247,6 +247,7 @@ async def test_every_bad_input_is_refused_and_changes_nothing(
                 ("ttl", "soon"),
                 ("ttl", "90d"),
                 ("ttl", -5),
+                ("ttl", 10**30),  # overflowed timedelta: a 500
                 ("on_expiry", "approve"),
                 ("webhook_url", "ftp://example.com/hook"),
                 ("webhook_url", "not a url"),

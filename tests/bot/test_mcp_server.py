@@ -300,6 +300,7 @@ async def test_bad_arguments_are_tool_errors_and_store_nothing(tmp_path: Path) -
         ({**good, "details": {"blob": "x" * 20000}}, "details: may be at most"),
         ({**good, "approvers": ["ana"]}, "approvers"),
         ({**good, "timeout": "soon"}, "timeout"),
+        ({**good, "timeout": 10**30}, "timeout: may be at most 30 days"),  # overflowed
         ({**good, "idempotency_key": "k" * 300}, "idempotency_key"),
         ({**good, "max_wait": -1}, "max_wait"),
         ({"details": {}}, "action"),  # missing
