@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
 from bot.cli.exits import complain
 from bot.cli.output import iso
+from bot.ids import SLACK_CHANNEL_ID, SLACK_USER_ID
 
 if TYPE_CHECKING:
     from bot.config import Config
     from storage.repository import ApiRequestRow, Repository
 
-CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,30}$")
-USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
+CHANNEL = SLACK_CHANNEL_ID
+USER = SLACK_USER_ID
 
 
 def _channels(value: str) -> list[str]:

@@ -19,17 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 from bot.cli.exits import EXIT_USAGE
+from bot.ids import SLACK_CHANNEL_ID
 
 if TYPE_CHECKING:
     from bot.config import Config
 
 TOKEN_ENV = "APPROVAL_BOT_TOKEN"
-CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,30}$")
+CHANNEL = SLACK_CHANNEL_ID
 
 
 def _channel(value: str) -> str:

@@ -15,7 +15,6 @@ idempotency key: the same key with the same body is the same request, with anoth
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,7 +24,7 @@ from urllib.parse import urlsplit
 from bot.clock import utcnow
 from bot.config import Config
 from bot.config.fields import duration_problem
-from bot.ids import new_approval_id, new_run_id
+from bot.ids import SLACK_APPROVER_ID, SLACK_CHANNEL_ID, new_approval_id, new_run_id
 from storage.models import Approval
 from storage.repository import (
     ApprovalDraft,
@@ -44,8 +43,8 @@ CHOICE_LIMIT = 75  # a button's text
 KEY_LIMIT = 200  # api_requests.idempotency_key
 URL_LIMIT = 2000
 LONGEST_TTL = timedelta(days=30)
-APPROVER = re.compile(r"^[UWS][A-Z0-9]{2,30}$")  # a user or a user group
-CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,30}$")
+APPROVER = SLACK_APPROVER_ID
+CHANNEL_ID = SLACK_CHANNEL_ID
 ON_EXPIRY = ("deny", "cancel")
 # A request's definition, bound into the approval's payload hash as a tool's definition is.
 DEFINITION = {"api": "v1"}

@@ -12,7 +12,6 @@ cannot make an approval fails at once, with a sentence that says which input is 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,7 +20,7 @@ from typing import Any
 from bot.clock import utcnow
 from bot.config import Config
 from bot.config.fields import duration_problem
-from bot.ids import new_approval_id, new_run_id
+from bot.ids import SLACK_CHANNEL_ID, SLACK_USER_ID, new_approval_id, new_run_id
 from storage.models import Approval
 from storage.repository import ApprovalDraft, Repository, StepStarted, payload_hash
 
@@ -32,8 +31,8 @@ DETAILS = "details"
 TITLE_LIMIT = 255  # approvals.tool_name
 DETAILS_LIMIT = 3000
 APPROVERS_LIMIT = 100
-USER_ID = re.compile(r"^[UW][A-Z0-9]{2,30}$")
-CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,30}$")
+USER_ID = SLACK_USER_ID
+CHANNEL_ID = SLACK_CHANNEL_ID
 # A step's approval says so in ``on_expiry``: an expiry is the workflow's ``expired`` (the
 # storage treats it as "deny": nothing resumes a step's run). The card words it so.
 ON_EXPIRY_WORKFLOW = "workflow"

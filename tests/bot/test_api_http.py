@@ -29,7 +29,7 @@ from tests.support.serve_process import ServedBot, served_bot
 CHANNEL = "C0OPS"
 OTHER_CHANNEL = "C0SECRET"
 APPROVER = "U0APPROVER1"
-RATE = 40
+RATE = 50
 
 
 @pytest.fixture
@@ -237,6 +237,8 @@ async def test_every_bad_input_is_refused_and_changes_nothing(
             for field, value in [
                 ("channel", "general"),
                 ("channel", None),
+                ("channel", CHANNEL + "\n"),  # "$" matched before a final newline
+                ("approvers", [APPROVER + "\n"]),
                 ("action", ""),
                 ("action", "x" * 300),
                 ("details", "not an object"),
