@@ -8,7 +8,8 @@
 """
 
 from bot.engine.batches_decide import STALE_BATCH, BatchDecision, StaleBatch
-from bot.engine.drive import DEFAULT_PUBLIC_URL, describe_failure
+from bot.engine.drive import DEFAULT_PUBLIC_URL
+from bot.engine.failures import describe_failure
 from bot.engine.grants import approve_and_grant
 from bot.engine.leases import default_worker_id
 from bot.engine.outcomes import Request, RunOutcome

@@ -16,25 +16,33 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import llm
-from llm.parts import Message, Part, TextPart, ToolCallPart, ToolResultPart
+from llm.parts import Message, Part, ToolResultPart
 
 from bot.config import Config
 from bot.config.models import MCP_SEPARATOR
 from bot.engine.batches import batched
 from bot.engine.claims import Claims
 from bot.engine.delegations import delegation_context, hold_new_children
+from bot.engine.failures import (
+    ToolCallIdReused,
+    TooManyApprovals,
+    describe_failure,
+    reused_call_id,
+)
 from bot.engine.holds import stop_at_safe_point
 from bot.engine.leases import LeaseKeeper, Leases
 from bot.engine.outcomes import RunOutcome
 from bot.engine.transcript import (
+    chain_input,
+    history_at,
     history_before,
     loaded,
     stored,
+    tool_results_message,
     trailing_calls,
     unfold_results,
 )
@@ -61,31 +69,6 @@ from storage.repository import LeaseLost, Repository, RunHeld
 log = logging.getLogger(__name__)
 
 DEFAULT_PUBLIC_URL = "http://127.0.0.1:8080"
-
-
-class ToolCallIdReused(Exception):
-    """The model gave a gated call an id another call of the same response also has.
-
-    Results are matched to calls by id (by llm when it resumes, and by the database's
-    approvals), so the other call's result would pass for the gated one's: the approved call
-    would never run. Such a response is refused before anything is stored for it.
-    """
-
-    def __init__(self, tool_call_id: str) -> None:
-        super().__init__(
-            f"the model gave two tool calls the same id {tool_call_id!r}, so their results "
-            "could not be told apart; no call that needs approval ran"
-        )
-
-
-class TooManyApprovals(Exception):
-    """One model response asked for more gated calls than ``max_approvals_per_turn``."""
-
-    def __init__(self, asked: int, limit: int) -> None:
-        super().__init__(
-            f"the agent asked for {asked} calls that need approval in one response, more "
-            f"than the {limit} allowed (max_approvals_per_turn); none was stored or run"
-        )
 
 
 class Drives:
@@ -258,7 +241,7 @@ class Drives:
                 chain_limit=self.config.chain_limit
             )
             async for response in conversation.chain(
-                **_chain_input(history), tools=[*self.offered(run, turn.delegation)]
+                **chain_input(history), tools=[*self.offered(run, turn.delegation)]
             ).responses():
                 # A safe point: an operator's pause takes effect before the model call.
                 action = await hold_at_safe_point(turn)
@@ -276,9 +259,9 @@ class Drives:
         except HoldRequested as hold:
             if turn.failures:
                 return await self._fail(run, turn.failures[0].original, owner)
-            held_history = await _history_at(last, history)
+            held_history = await history_at(last, history)
             if hold.tool_results:
-                held_history.append(_tool_results_message(hold.tool_results))
+                held_history.append(tool_results_message(hold.tool_results))
             if (turn.drafts or turn.still_pending) and hold.action != "stop":
                 # A sibling asked for approval meanwhile: an ordinary pause, whose resume
                 # the hold keeps from being claimed until someone resumes the run.
@@ -287,9 +270,9 @@ class Drives:
         except ApprovalRequired as pause:
             if turn.failures:
                 return await self._fail(run, turn.failures[0].original, owner)
-            paused_history = await _history_at(last, history)
+            paused_history = await history_at(last, history)
             if pause.tool_results:
-                paused_history.append(_tool_results_message(pause.tool_results))
+                paused_history.append(tool_results_message(pause.tool_results))
             return await self._pause(run, paused_history, turn, owner)
         except llm.PauseChain as other:
             return await self._fail(
@@ -300,7 +283,7 @@ class Drives:
         if turn.failures:
             return await self._fail(run, turn.failures[0].original, owner)
         answer = await last.text() if last is not None else ""
-        final_history = await _history_at(last, history)
+        final_history = await history_at(last, history)
         parent = await self.repo.finish_run(
             run.id,
             worker=owner,
@@ -366,7 +349,7 @@ class Drives:
     async def _pause(
         self, run: Run, history: list[Message], turn: TurnContext, owner: str
     ) -> RunOutcome:
-        reused = _reused_call_id(history, turn)
+        reused = reused_call_id(history, turn)
         if reused is not None:
             return await self._fail(run, ToolCallIdReused(reused), owner)
         if len(turn.drafts) > self.config.max_approvals_per_turn:
@@ -469,29 +452,6 @@ class Drives:
         )
 
 
-FAILURE_LINE_LIMIT = 500
-
-
-def describe_failure(exc: BaseException, chain_limit: int) -> str:
-    text = str(exc)
-    if isinstance(exc, ValueError) and text.startswith("Chain limit"):
-        return (
-            f"Stopped: the agent needed more than {chain_limit} model calls (chain_limit) "
-            "without finishing."
-        )
-    if isinstance(exc, llm.UnknownModelError):
-        return f"Stopped: unknown model ({text}). Install its llm plugin or fix `model`."
-    if isinstance(exc, llm.NeedsKeyException):
-        return f"Stopped: the model needs an API key ({text})."
-    if isinstance(exc, (ToolCallIdReused, TooManyApprovals)):
-        return f"Stopped: {text}."
-    # The first line only: a database error goes on with its SQL and every parameter (the
-    # whole history, a tool's arguments), which do not belong in a Slack thread.
-    lines = text.strip().splitlines()
-    first = lines[0][:FAILURE_LINE_LIMIT] if lines else ""
-    return f"Stopped by an error: {type(exc).__name__}: {first}"
-
-
 async def _told(response: Any, turn: TurnContext) -> None:
     """Read one model response, telling the thread its text as it comes and its calls as
     pending tasks (bot.gate.stream_events); nothing is told when no one listens."""
@@ -513,48 +473,3 @@ def _handed_over(run: Run) -> RunOutcome:
     # to finish and to report, so say nothing in the thread.
     log.warning("run %s: lease lost; the drive that took it over carries on", run.id)
     return RunOutcome(run_id=run.id, status="handed_over", run=run)
-
-
-def _reused_call_id(history: list[Message], turn: TurnContext) -> str | None:
-    """The id of a new gated call that another call of its response shares, if any."""
-    for message in reversed(history):
-        calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
-        if message.role == "assistant" and calls:
-            seen = Counter(p.tool_call_id for p in calls if p.tool_call_id)
-            for draft in turn.drafts:
-                if seen[draft.tool_call_id] > 1:
-                    return draft.tool_call_id
-            return None
-    return None
-
-
-def _chain_input(history: list[Message]) -> dict[str, Any]:
-    """How to hand the stored history to llm.
-
-    A new user turn (history ending in the user's message) goes in as prompt text with the
-    rest as messages, the way every llm plugin reads a prompt (some only read the text). A
-    resumed turn (history ending in tool calls without results) goes in as messages and no
-    prompt, so llm re-executes exactly those calls.
-    """
-    if history and history[-1].role == "user":
-        text = "".join(p.text for p in history[-1].parts if isinstance(p, TextPart))
-        return {"prompt": text, "messages": history[:-1]}
-    return {"messages": history}
-
-
-async def _history_at(last: Any, history: list[Message]) -> list[Message]:
-    """The full history after the last response, or what we started with if none ran."""
-    if last is None:
-        return list(history)
-    return list(last.prompt.messages) + list(await last.messages())
-
-
-def _tool_results_message(results: list[llm.ToolResult]) -> Message:
-    """Sibling calls that finished before the pause, so resuming does not run them again."""
-    return Message(
-        role="tool",
-        parts=[
-            ToolResultPart(name=r.name, output=r.output, tool_call_id=r.tool_call_id)
-            for r in results
-        ],
-    )

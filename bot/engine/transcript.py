@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 import llm
-from llm.parts import Message, Part, ToolCallPart, ToolResultPart
+from llm.parts import Message, Part, TextPart, ToolCallPart, ToolResultPart
 
 from bot.gate import decision_text, unknown_text
 from storage.models import Approval
@@ -155,3 +155,35 @@ def history_before(response: Any, last: Any, history: list[Message]) -> list[Mes
     # After tool results (and on a resume that ran trailing calls) llm builds the next
     # prompt's messages as the whole history, those results included.
     return list(response.prompt.messages)
+
+
+def chain_input(history: list[Message]) -> dict[str, Any]:
+    """How to hand the stored history to llm.
+
+    A new user turn (history ending in the user's message) goes in as prompt text with the
+    rest as messages, the way every llm plugin reads a prompt (some only read the text). A
+    resumed turn (history ending in tool calls without results) goes in as messages and no
+    prompt, so llm re-executes exactly those calls.
+    """
+    if history and history[-1].role == "user":
+        text = "".join(p.text for p in history[-1].parts if isinstance(p, TextPart))
+        return {"prompt": text, "messages": history[:-1]}
+    return {"messages": history}
+
+
+async def history_at(last: Any, history: list[Message]) -> list[Message]:
+    """The full history after the last response, or what we started with if none ran."""
+    if last is None:
+        return list(history)
+    return list(last.prompt.messages) + list(await last.messages())
+
+
+def tool_results_message(results: list[llm.ToolResult]) -> Message:
+    """Sibling calls that finished before the pause, so resuming does not run them again."""
+    return Message(
+        role="tool",
+        parts=[
+            ToolResultPart(name=r.name, output=r.output, tool_call_id=r.tool_call_id)
+            for r in results
+        ],
+    )
