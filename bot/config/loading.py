@@ -19,6 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from bot.config.agents import (
+    Agent,
+    configured_agents,
+    load_agent_tools,
+    load_top_level_tools,
+)
 from bot.config.fields import check_public_url as _check_public_url
 from bot.config.fields import duration_problem
 from bot.config.models import (
@@ -85,28 +91,6 @@ def parse_duration(value: Any, key: str) -> timedelta:
     if isinstance(parsed, str):
         raise ConfigError(f"{key}: {parsed}")
     return parsed
-
-
-@dataclass
-class Agent:
-    """``[agents.NAME]``: a sub-agent (issue 20 section 1), its tools loaded."""
-
-    name: str
-    description: str
-    model: str
-    system_prompt: str
-    tool_refs: list[str] = field(default_factory=list)
-    tools: list[llm.Tool] = field(default_factory=list)
-
-
-def agent_system_prompt(name: str, description: str) -> str:
-    """A sub-agent's system prompt when its section gives none."""
-    return (
-        f"You are {name}, a sub-agent working in a Slack thread on one task another agent "
-        f"gave you ({description}). Use the tools you are given; some need a human's approval "
-        "before they run. Finish with a short answer to the task: it is what the other agent "
-        "reads."
-    )
 
 
 @dataclass
@@ -287,8 +271,8 @@ def config_from_dict(
     problems: list[str] = []
     if not tools:
         return _config_without_tools(data)
-    loaded = _load_tools(data.get("tools", []), extra_tools or [], problems)
-    agent_tools = _load_agent_tools(data.get("agents"), problems)
+    loaded = load_top_level_tools(data.get("tools", []), extra_tools or [], problems)
+    agent_tools = load_agent_tools(data.get("agents"), problems)
     names = {tool.name for tool in loaded} if loaded is not None else None
     if names is not None and agent_tools is not None:
         names |= {tool.name for tools in agent_tools.values() for tool in tools}
@@ -334,76 +318,6 @@ def _config_without_tools(data: dict[str, Any]) -> Config:
     raise ConfigError.of(problems)
 
 
-def _load_tools(
-    refs: Any, extra_tools: list[llm.Tool], problems: list[str]
-) -> list[llm.Tool] | None:
-    """The configured tools and the extra ones; None (and the problems) when any fails."""
-    from bot.tools import ToolLoadError, load_tools
-
-    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
-        return None  # the typed model says what is wrong with the key
-    tools: list[llm.Tool] = []
-    failed = False
-    for ref in refs:
-        try:
-            tools.extend(load_tools([ref]))
-        except ToolLoadError as exc:
-            problems.append(f"tools: {exc}")
-            failed = True
-    if failed:
-        return None
-    tools.extend(extra_tools)
-    names = [tool.name for tool in tools]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        problems.append(f"tools: two tools are named {duplicates[0]!r}")
-        return None
-    return tools
-
-
-def _load_agent_tools(agents: Any, problems: list[str]) -> dict[str, list[llm.Tool]] | None:
-    """Each ``[agents.NAME]``'s tools, loaded as the top-level ones are; None (and the
-    problems, named ``agents.NAME.tools``) when any fails to load."""
-    from bot.tools import ToolLoadError, load_tools
-
-    if not isinstance(agents, dict):
-        return {}  # absent, or the typed model says what is wrong with the key
-    loaded: dict[str, list[llm.Tool]] = {}
-    failed = False
-    for name, section in agents.items():
-        refs = section.get("tools", []) if isinstance(section, dict) else []
-        if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
-            continue  # the typed model names it
-        tools: list[llm.Tool] = []
-        for ref in refs:
-            try:
-                tools.extend(load_tools([ref]))
-            except ToolLoadError as exc:
-                problems.append(f"agents.{name}.tools: {exc}")
-                failed = True
-        names = [tool.name for tool in tools]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            problems.append(f"agents.{name}.tools: two tools are named {duplicates[0]!r}")
-            failed = True
-        loaded[str(name)] = tools
-    return None if failed else loaded
-
-
-def _agents(settings: Settings, agent_tools: dict[str, list[llm.Tool]] | None) -> dict[str, Agent]:
-    return {
-        name: Agent(
-            name=name,
-            description=section.description,
-            model=section.model or settings.model,
-            system_prompt=section.system_prompt or agent_system_prompt(name, section.description),
-            tool_refs=list(section.tools),
-            tools=list((agent_tools or {}).get(name, [])),
-        )
-        for name, section in settings.agents.items()
-    }
-
-
 def _config(
     settings: Settings,
     tools: list[llm.Tool],
@@ -439,7 +353,7 @@ def _config(
         assistant_cards_channel=settings.assistant_cards_channel,
         streaming=settings.streaming,
         mcp_servers=dict(settings.mcp_servers),
-        agents=_agents(settings, agent_tools),
+        agents=configured_agents(settings, agent_tools),
         delegate=settings.delegate,
         max_delegation_depth=settings.max_delegation_depth,
     )
