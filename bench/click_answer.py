@@ -77,10 +77,17 @@ def timeline(slack: SlackServer, first_call: int, first_response: int, sent_at: 
 
 
 async def one_database(
-    url: str, workdir: Path, cards: int, streaming: str, py_spy: str | None
+    url: str,
+    workdir: Path,
+    cards: int,
+    streaming: str,
+    py_spy: str | None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     async with (
-        served_bot(url, workdir, streaming=streaming) as served,
+        served_bot(
+            url, workdir, streaming=streaming, env={"PYTHONPATH": source} if source else None
+        ) as served,
         burst_sender(workdir) as sender,
     ):
         slack = served.slack
@@ -160,8 +167,13 @@ async def main() -> None:
     parser.add_argument("--streaming", default="off", choices=["off", "auto"])
     parser.add_argument("--py-spy", help="speedscope profile of the bot (SQLite run) here")
     parser.add_argument("--only", choices=["sqlite", "postgres"])
+    parser.add_argument(
+        "--source",
+        help="run the bot from this source tree (git archive main | tar -x -C DIR): "
+        "a change measured beside what it changes, alternating in one sitting",
+    )
     args = parser.parse_args()
-    report: dict[str, Any] = {"cpus": os.cpu_count()}
+    report: dict[str, Any] = {"cpus": os.cpu_count(), "source": args.source or "this tree"}
     with tempfile.TemporaryDirectory(prefix="click-answer-") as tmp:
         workdir = Path(tmp)
         if args.only != "postgres":
@@ -172,6 +184,7 @@ async def main() -> None:
                 args.cards,
                 args.streaming,
                 args.py_spy,
+                args.source,
             )
             print(json.dumps(report["sqlite"], indent=1), file=sys.stderr)
         if args.postgres and args.only != "sqlite":
@@ -184,6 +197,7 @@ async def main() -> None:
                     args.cards,
                     args.streaming,
                     args.py_spy + ".pg" if args.py_spy and args.only == "postgres" else None,
+                    args.source,
                 )
     print(json.dumps(report, indent=2))
 

@@ -18,6 +18,7 @@ nothing runs twice, and a click on either edits it to show the decision.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -425,10 +426,10 @@ class Publisher:
             places.append(clicked)
         if not places:
             return True
-        edited = True
         text, blocks = await self.card_content(approval)
         metadata = await self.card_metadata(approval)
-        for channel, ts in places:
+
+        async def edit(channel: str, ts: str) -> bool:
             shown = copy_blocks(approval) + blocks if (channel, ts) in copies else blocks
             try:
                 client = await self._client(approval.team_id)
@@ -440,8 +441,18 @@ class Publisher:
                 on_record = (channel, ts) == (approval.card_channel, approval.card_ts)
                 # A card Slack refuses for good (deleted, archived) is not retried by sweeps.
                 if on_record and transient(exc):
-                    edited = False
-        return edited
+                    return False
+            return True
+
+        # The card first (a refusal of its edit is what the sweep retries), then its copies
+        # at once: each is its own message, and edited one after another they were a Slack
+        # round trip each before the run resumed.
+        on_record = (approval.card_channel, approval.card_ts)
+        own = [place for place in places if place == on_record or place not in copies]
+        others = [place for place in places if place not in own]
+        edited = [await edit(channel, ts) for channel, ts in own]
+        edited += await asyncio.gather(*(edit(channel, ts) for channel, ts in others))
+        return all(edited)
 
     async def ephemeral(
         self, *, channel: str, user: str, text: str, thread_ts: str | None = None, team: str = ""
