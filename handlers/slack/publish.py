@@ -161,21 +161,38 @@ class Publisher:
 
     async def _run_progress(self, run: Run, text: str) -> str | None:
         stored = run.progress_ts
+        waiting: asyncio.Task[None] | None = None
         if stored is not None and run.status in ("paused", "resuming"):
             # The pause's waiting message: it says the wait is over, and the resume posts
-            # below the cards, where its answer is read.
-            try:
-                client = await self._client(run.team_id)
-                await client.chat_update(
-                    channel=run.channel, ts=stored, text=NO_LONGER_WAITING, blocks=[]
-                )
-            except SLACK_FAILURES as exc:
-                log.error("run %s: could not update its waiting message: %s", run.id, exc)
-            await self.repo.clear_progress(run.id, stored)
+            # below the cards, where its answer is read. Its edit goes out beside the new
+            # message's post (one Slack round trip less before the run resumes); the record
+            # is cleared after the edit and before the new message is stored, as before.
+            waiting = asyncio.create_task(self._no_longer_waiting(run, stored))
             stored = None
+        try:
+            return await self._post_progress(run, text, stored, waiting)
+        finally:
+            if waiting is not None:
+                await waiting
+
+    async def _no_longer_waiting(self, run: Run, stored: str) -> None:
+        try:
+            client = await self._client(run.team_id)
+            await client.chat_update(
+                channel=run.channel, ts=stored, text=NO_LONGER_WAITING, blocks=[]
+            )
+        except SLACK_FAILURES as exc:
+            log.error("run %s: could not update its waiting message: %s", run.id, exc)
+        await self.repo.clear_progress(run.id, stored)
+
+    async def _post_progress(
+        self, run: Run, text: str, stored: str | None, waiting: asyncio.Task[None] | None
+    ) -> str | None:
         # While the run works its progress message carries Pause and Stop (issue 19 §2).
         buttons = working_blocks(text, run.id)
         if self.streams.wanted(run.team_id):
+            if waiting is not None:
+                await waiting  # a stream is stored as it starts: the record cleared first
             streamed = await open_stream(self.streams, self.repo, run, stored, buttons)
             if streamed is not None:
                 return streamed
@@ -188,6 +205,8 @@ class Publisher:
             except SLACK_FAILURES as exc:
                 log.error("run %s: could not update its progress message: %s", run.id, exc)
         ts = await self.progress(run.channel, run.thread_ts, text, team=run.team_id, blocks=buttons)
+        if waiting is not None:
+            await waiting
         if ts is not None:
             await self.repo.set_progress(run.id, ts)
         return ts
