@@ -12,6 +12,7 @@ answer, an edit (:mod:`handlers.flows.edits`) and an approve-and-grant
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -235,10 +236,15 @@ async def settle_from_slack(
                 await refresh_list(approval_id)
         return
     failpoint("decision_stored")
-    await services.publisher.refresh_card(approval_id, clicked=clicked)
-    if refresh_list is not None:
-        await refresh_list(approval_id)
-    await tell(done(decision.approval))
+
+    async def show() -> None:
+        await services.publisher.refresh_card(approval_id, clicked=clicked)
+        if refresh_list is not None:
+            await refresh_list(approval_id)
+
+    # The card's edit and the clicker's answer at once, both from the stored decision: one
+    # Slack round trip less before the run resumes (docs/benchmarks.md, a click's time).
+    await asyncio.gather(show(), tell(done(decision.approval)))
     if services.steps is not None and decision.approval.status != "pending":
         # A Workflow Builder step's approval: its step completes now (the outbox retries).
         await services.steps.complete_approval(approval_id)

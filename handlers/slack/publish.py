@@ -18,6 +18,7 @@ nothing runs twice, and a click on either edits it to show the decision.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -160,21 +161,38 @@ class Publisher:
 
     async def _run_progress(self, run: Run, text: str) -> str | None:
         stored = run.progress_ts
+        waiting: asyncio.Task[None] | None = None
         if stored is not None and run.status in ("paused", "resuming"):
             # The pause's waiting message: it says the wait is over, and the resume posts
-            # below the cards, where its answer is read.
-            try:
-                client = await self._client(run.team_id)
-                await client.chat_update(
-                    channel=run.channel, ts=stored, text=NO_LONGER_WAITING, blocks=[]
-                )
-            except SLACK_FAILURES as exc:
-                log.error("run %s: could not update its waiting message: %s", run.id, exc)
-            await self.repo.clear_progress(run.id, stored)
+            # below the cards, where its answer is read. Its edit goes out beside the new
+            # message's post (one Slack round trip less before the run resumes); the record
+            # is cleared after the edit and before the new message is stored, as before.
+            waiting = asyncio.create_task(self._no_longer_waiting(run, stored))
             stored = None
+        try:
+            return await self._post_progress(run, text, stored, waiting)
+        finally:
+            if waiting is not None:
+                await waiting
+
+    async def _no_longer_waiting(self, run: Run, stored: str) -> None:
+        try:
+            client = await self._client(run.team_id)
+            await client.chat_update(
+                channel=run.channel, ts=stored, text=NO_LONGER_WAITING, blocks=[]
+            )
+        except SLACK_FAILURES as exc:
+            log.error("run %s: could not update its waiting message: %s", run.id, exc)
+        await self.repo.clear_progress(run.id, stored)
+
+    async def _post_progress(
+        self, run: Run, text: str, stored: str | None, waiting: asyncio.Task[None] | None
+    ) -> str | None:
         # While the run works its progress message carries Pause and Stop (issue 19 §2).
         buttons = working_blocks(text, run.id)
         if self.streams.wanted(run.team_id):
+            if waiting is not None:
+                await waiting  # a stream is stored as it starts: the record cleared first
             streamed = await open_stream(self.streams, self.repo, run, stored, buttons)
             if streamed is not None:
                 return streamed
@@ -187,6 +205,8 @@ class Publisher:
             except SLACK_FAILURES as exc:
                 log.error("run %s: could not update its progress message: %s", run.id, exc)
         ts = await self.progress(run.channel, run.thread_ts, text, team=run.team_id, blocks=buttons)
+        if waiting is not None:
+            await waiting
         if ts is not None:
             await self.repo.set_progress(run.id, ts)
         return ts
@@ -425,10 +445,10 @@ class Publisher:
             places.append(clicked)
         if not places:
             return True
-        edited = True
         text, blocks = await self.card_content(approval)
         metadata = await self.card_metadata(approval)
-        for channel, ts in places:
+
+        async def edit(channel: str, ts: str) -> bool:
             shown = copy_blocks(approval) + blocks if (channel, ts) in copies else blocks
             try:
                 client = await self._client(approval.team_id)
@@ -440,8 +460,18 @@ class Publisher:
                 on_record = (channel, ts) == (approval.card_channel, approval.card_ts)
                 # A card Slack refuses for good (deleted, archived) is not retried by sweeps.
                 if on_record and transient(exc):
-                    edited = False
-        return edited
+                    return False
+            return True
+
+        # The card first (a refusal of its edit is what the sweep retries), then its copies
+        # at once: each is its own message, and edited one after another they were a Slack
+        # round trip each before the run resumed.
+        on_record = (approval.card_channel, approval.card_ts)
+        own = [place for place in places if place == on_record or place not in copies]
+        others = [place for place in places if place not in own]
+        edited = [await edit(channel, ts) for channel, ts in own]
+        edited += await asyncio.gather(*(edit(channel, ts) for channel, ts in others))
+        return all(edited)
 
     async def ephemeral(
         self, *, channel: str, user: str, text: str, thread_ts: str | None = None, team: str = ""
