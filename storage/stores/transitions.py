@@ -18,7 +18,7 @@ from storage.models import Approval
 from storage.records import DecisionOutcome, RunBusy
 from storage.sql.approvals import DECIDE
 from storage.sql.delegations import PARENT_OF_RUN, SETTLE_DELEGATION
-from storage.sql.events import audit_row, audited_params
+from storage.sql.events import audit_row, audited_params, audited_postgres
 from storage.sql.runs import (
     CANCEL_PAUSED_RUN,
     CANCEL_PENDING_APPROVALS,
@@ -111,6 +111,10 @@ def run_busy(tx: Tx, conversation_key: str) -> RunBusy:
     return RunBusy(RUNS.load(tx, row))
 
 
+# PostgreSQL: a decision and its audit row in one statement (decide_row's ``audited``).
+DECIDE_AUDITED = audited_postgres(DECIDE)
+
+
 def decide_row(
     tx: Tx,
     approval_id: str,
@@ -119,14 +123,26 @@ def decide_row(
     actor_name: str | None,
     reason: str | None,
     now: datetime,
+    audited: dict[str, Any] | None = None,
 ) -> Any:
     """``pending -> approved | denied`` if still pending and unexpired: the row, else None.
 
-    One statement for every decision (a plain one, and the approve an edit makes)."""
+    One statement for every decision (a plain one, and the approve an edit makes).
+    ``audited``: on PostgreSQL, this audit row (:func:`audit_row`; its run id is the
+    decided row's) is written by the same statement when it decides (audited_postgres);
+    the caller audits only when ``tx.dialect`` is not PostgreSQL."""
     # The name is what people knew the decider as: it cannot be longer than its column.
     actor_name = actor_name[:255] if actor_name else None
-    params = {"id": approval_id, "status": status, "actor": actor, "actor_name": actor_name}
-    return tx.one(DECIDE, params | {"reason": reason, "now": now})
+    params: dict[str, Any] = {
+        "id": approval_id,
+        "status": status,
+        "actor": actor,
+        "actor_name": actor_name,
+    }
+    params |= {"reason": reason, "now": now}
+    if audited is not None and tx.dialect == "postgresql":
+        return tx.one(DECIDE_AUDITED, audited_params(params, audited))
+    return tx.one(DECIDE, params)
 
 
 def decided_outcome(
