@@ -14,6 +14,13 @@ statement is parsed once per connection, not per call). ``BEGIN`` goes out as on
 query with what the transaction sets for itself (a durable commit), so that costs no extra
 round trip.
 
+Rows a body writes without reading them back (``Tx.defer``: the audit trail, a pause's
+approvals) are not sent on their own: they go out as data-modifying CTEs in front of the
+body's next statement (``WITH _d0 AS (INSERT ...) UPDATE ...``), or in one statement before
+COMMIT. One group per table, its rows in one multi-row INSERT, so serial ids keep the order
+the rows were made in; a statement that cannot carry them (``SHOW``, ``FOR UPDATE``) or
+writes one of their tables itself is sent after them instead.
+
 Connections come from a small pool of our own (:class:`DirectPool`): asyncpg's would reset
 every connection it takes back (one more round trip per transaction) and undo the session's
 ``synchronous_commit``. A connection that failed mid-transaction, or whose transaction was
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -66,6 +74,44 @@ STATEMENT_HOOKS: list[Callable[[str], None]] = []
 POOL_TIMEOUT = 30.0
 
 
+# Deferred writes (Tx.defer): a plain one-row INSERT, and a statement they cannot ride on.
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_PLAIN_INSERT = re.compile(r"\s*(INSERT INTO \w+ \([^()]*\)) VALUES (\(.*\))\s*", re.S | re.I)
+_LOCKING = re.compile(r"\bFOR\s+(?:NO\s+KEY\s+UPDATE|UPDATE|KEY\s+SHARE|SHARE)\b", re.I)
+_CARRIER = re.compile(r"\s*(?:SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.I)
+_WITH = re.compile(r"\s*WITH\s+(?!RECURSIVE\b)", re.I)
+
+
+def _table(sql: str) -> str:
+    match = _PLAIN_INSERT.fullmatch(sql)
+    assert match is not None  # Tx.defer checked it
+    return match.group(1).split()[2].lower()
+
+
+def _writes(sql: str, table: str) -> bool:
+    """Whether ``sql`` writes into ``table`` (its CTEs included)."""
+    pattern = rf"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+{re.escape(table)}\b"
+    return re.search(pattern, sql, re.I) is not None
+
+
+def _rows_insert(
+    sql: str, rows: Sequence[Mapping[str, Any]], tag: str, params: dict[str, Any]
+) -> str:
+    """One multi-row INSERT for ``rows`` of ``sql`` (rows in order, so serial ids are too),
+    its parameters renamed ``_<tag>_<row>_<name>`` into ``params``."""
+    match = _PLAIN_INSERT.fullmatch(sql)
+    if match is None:
+        raise ValueError(f"Tx.defer takes a plain INSERT ... VALUES (...), not {sql!r}")
+    head, values = match.groups()
+    tuples = []
+    for index, row in enumerate(rows):
+        prefix = f"_{tag}_{index}_"
+        tuples.append(_NAMED.sub(lambda m, p=prefix: f":{p}{m.group(1)}", values))
+        for name, value in row.items():
+            params[prefix + name] = value
+    return f"{head} VALUES {', '.join(tuples)}"
+
+
 def _rowcount(status: str) -> int:
     """Rows a statement changed, from its command tag ("UPDATE 3", "INSERT 0 1")."""
     last = status.rsplit(" ", 1)[-1]
@@ -77,7 +123,7 @@ class DirectTx:
 
     dialect = "postgresql"
     converters: Mapping[str, Callable[[Any], Any]] = {}
-    __slots__ = ("_connection", "_prepare")
+    __slots__ = ("_connection", "_pending", "_prepare")
 
     def __init__(
         self,
@@ -86,9 +132,65 @@ class DirectTx:
     ) -> None:
         self._connection = connection
         self._prepare = prepare
+        # Tx.defer's writes not sent yet: (statement, rows), in the order they were made.
+        self._pending: list[tuple[str, Sequence[Mapping[str, Any]]]] = []
+
+    def defer(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if not rows:
+            return
+        if _PLAIN_INSERT.fullmatch(sql) is None:
+            raise ValueError(f"Tx.defer takes a plain INSERT ... VALUES (...), not {sql!r}")
+        # One group per table, its rows in order: the CTEs of one statement run in no set
+        # order, so two of them into one table could number its rows (serial ids, which the
+        # audit trail is read by) out of order. Rows of different tables have no order.
+        table = _table(sql)
+        for index, (pending, earlier) in enumerate(self._pending):
+            if pending == sql:
+                self._pending[index] = (sql, [*earlier, *rows])
+                return
+            if _table(pending) == table:
+                self.flush()
+                break
+        self._pending.append((sql, rows))
+
+    def flush(self) -> None:
+        """The deferred writes, in one statement of their own (before COMMIT)."""
+        if not self._pending:
+            return
+        *carried, (sql, rows) = self._pending
+        self._pending = carried
+        params: dict[str, Any] = {}
+        last = _rows_insert(sql, rows, "dl", params)
+        self.execute(last, params)
+
+    def _carrying(self, sql: str, params: Mapping[str, Any] | None) -> tuple[str, tuple[Any, ...]]:
+        """``sql`` as sent: with the deferred writes as data-modifying CTEs in front of it (one
+        round trip for all), or after a statement of their own when ``sql`` cannot carry them
+        (only SELECT, INSERT, UPDATE, DELETE and WITH can; ``FOR UPDATE`` cannot) or writes
+        into one of their tables itself (their rows first, as they were made)."""
+        if self._pending and (
+            _CARRIER.match(sql) is None
+            or _LOCKING.search(sql)
+            or any(_writes(sql, _table(pending)) for pending, _ in self._pending)
+        ):
+            self.flush()
+        if not self._pending:
+            return self._prepare(sql, params)
+        merged: dict[str, Any] = dict(params or {})
+        ctes = [
+            f"_d{i} AS ({_rows_insert(text, rows, f'd{i}', merged)})"
+            for i, (text, rows) in enumerate(self._pending)
+        ]
+        self._pending = []
+        with_clause = _WITH.match(sql)
+        if with_clause is not None:
+            combined = f"WITH {', '.join(ctes)}, {sql[with_clause.end() :]}"
+        else:
+            combined = f"WITH {', '.join(ctes)} {sql}"
+        return self._prepare(combined, merged)
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
-        query, args = self._prepare(sql, params)
+        query, args = self._carrying(sql, params)
         if STATEMENT_HOOKS:
             _announce(query)
         return _rowcount(self._await(self._connection.execute(query, *args), query, args))
@@ -96,6 +198,7 @@ class DirectTx:
     def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
             return
+        self.flush()
         prepared = [self._prepare(sql, row) for row in rows]
         query = prepared[0][0]
         batch = [args for _, args in prepared]
@@ -108,7 +211,7 @@ class DirectTx:
         return rows[0] if rows else None
 
     def all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
-        query, args = self._prepare(sql, params)
+        query, args = self._carrying(sql, params)
         if STATEMENT_HOOKS:
             _announce(query)
         records = self._await(self._connection.fetch(query, *args), query, args)
@@ -215,12 +318,12 @@ async def run_direct(
     try:
         tx = DirectTx(connection, prepare)
         if begin is None:
-            result = await greenlet_spawn(body, tx)
+            result = await greenlet_spawn(_whole, body, tx)
             sound = True
             return result
         await _simple(connection, begin)
         try:
-            result = await greenlet_spawn(body, tx)
+            result = await greenlet_spawn(_whole, body, tx)
         except Exception:
             try:
                 await _simple(connection, "ROLLBACK")
@@ -236,6 +339,13 @@ async def run_direct(
     finally:
         # Cancelled or failed mid-way: the connection's state is unknown, so it is closed.
         pool.release(connection, sound=sound)
+
+
+def _whole(body: Callable[[Tx], T], tx: DirectTx) -> T:
+    """``body``, then what it deferred (Tx.defer), still inside its transaction."""
+    result = body(tx)
+    tx.flush()
+    return result
 
 
 async def _simple(connection: asyncpg.Connection, query: str) -> None:

@@ -92,6 +92,9 @@ class _PostgresTx:
         query, names = dollar_params(sql)
         self._connection.exec_driver_sql(query, [_positional(names, row) for row in rows])
 
+    def defer(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.executemany(sql, rows)  # the engine's path (POSTGRES_DIRECT off): as before
+
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Any] | None:
         rows = self.all(sql, params)
         return rows[0] if rows else None

@@ -49,6 +49,16 @@ class Tx(Protocol):
 
     def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
 
+    def defer(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """``executemany`` of a plain ``INSERT INTO t (...) VALUES (...)`` whose outcome the
+        body never reads, into a table no later statement of the transaction reads (foreign
+        keys aside: they are checked at the end of the statement that carries the rows). A
+        driver may send the rows with the transaction's next statement, and does so before
+        COMMIT at the latest; an error of theirs surfaces there. SQLite runs them at once;
+        the direct PostgreSQL path sends them as data-modifying CTEs of the next statement
+        (:mod:`storage.drivers.pg_direct`), which saves their round trips."""
+        ...
+
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Any] | None:
         """The first row of a query (or of ``... RETURNING``), None when there is none."""
         ...

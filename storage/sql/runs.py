@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from storage.records import ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES
 from storage.sql.columns import RUN_COLUMNS
+from storage.sql.events import audited_postgres
 
 _FINISHED = ", ".join(f"'{s}'" for s in FINISHED_RUN_STATUSES)
 _ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES)
@@ -20,6 +21,8 @@ _ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES)
 RUN_BY_ID = f"SELECT {RUN_COLUMNS.sql} FROM runs WHERE id = :id"
 RUN_BY_KEY = f"SELECT {RUN_COLUMNS.sql} FROM runs WHERE conversation_key = :key"
 INSERT_RUN = RUN_COLUMNS.insert_sql(" ON CONFLICT (conversation_key) DO NOTHING")
+# PostgreSQL: the new run and its ``run_started`` audit in one statement (audited_postgres).
+INSERT_RUN_AUDITED = audited_postgres(f"{INSERT_RUN} RETURNING id AS run_id")
 # A whole row as given, conflict or not (benchmarks and tests seed runs with it).
 INSERT_RUN_ROW = RUN_COLUMNS.insert_sql()
 CONTINUE_RUN = (
@@ -63,6 +66,9 @@ FINISH_RUN = (
 )
 FINISH_RUN_KEEP_HISTORY = FINISH_RUN.format(history="")
 FINISH_RUN_WITH_HISTORY = FINISH_RUN.format(history=", history = :history")
+# The run's end as a drive makes it, with what ``settle_parent`` reads next (a child's
+# parent, fixed when the child is created): the same row, no read of its own.
+RETURNING_PARENT = " RETURNING parent_run_id, parent_approval_id"
 # A drive's lease owner is ``worker/token``; a decision's claim is already such a drive's (see
 # DecisionStore.decide), and runs while ``resuming`` until its first write. Pause and finish
 # accept either active status: the lease owner, a token per drive, is what fences drives.
@@ -108,6 +114,9 @@ CLAIM_RESUME = (
 )
 # The same claim giving back the claimed run as it now stands (no read of it afterwards).
 CLAIM_RESUME_RETURNING = f"{CLAIM_RESUME} RETURNING {RUN_COLUMNS.sql}"
+# PostgreSQL: the claim and its ``run_resumed`` audit in one statement (audited_postgres).
+CLAIM_RESUME_AUDITED = audited_postgres(f"{CLAIM_RESUME} RETURNING id AS run_id")
+CLAIM_RESUME_RETURNING_AUDITED = audited_postgres(CLAIM_RESUME_RETURNING, run_column="id")
 # Paused runs that nothing will resume: no approval pending, yet no decision claimed the
 # resume (a lost race before LOCK_RUN existed, or a bug). The sweeper's safety net.
 STRANDED_RUNS = (

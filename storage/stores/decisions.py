@@ -18,6 +18,7 @@ from storage.drivers import Database, Mode, Tx
 from storage.models import Approval
 from storage.records import DecisionOutcome, ExpiryOutcome, GrantDraft, shows_current
 from storage.sql.approvals import APPROVAL_BY_ID, DUE_APPROVALS, EXPIRE
+from storage.sql.events import audit_row
 from storage.stores.events import audit
 from storage.stores.grants import insert_grant
 from storage.stores.rows import APPROVALS
@@ -75,6 +76,15 @@ class DecisionStore:
         # The name is what people knew the decider as: it cannot be longer than its column.
         actor_name = actor_name[:255] if actor_name else None
 
+        decided_audit = audit_row(
+            now,
+            f"approval_{status}",
+            approval_id=approval_id,
+            actor=actor,
+            reason=reason,
+            **({"actor_name": actor_name} if actor_name else {}),
+        )
+
         def body(tx: Tx) -> DecisionOutcome | None:
             lock_run_of_approval(tx, approval_id)
             if approve and shown is not None:
@@ -82,7 +92,11 @@ class DecisionStore:
                 stale = _stale_copy(tx, approval_id, shown, now)
                 if stale is not None:
                     return DecisionOutcome(stale, resume_claimed=False, stale=True)
-            row = decide_row(tx, approval_id, status, actor, actor_name, reason, now)
+            row = decide_row(
+                tx, approval_id, status, actor, actor_name, reason, now, audited=decided_audit
+            )
+            # PostgreSQL: the decision's audit row came with it (decide_row's ``audited``).
+            audited_already = row is not None and tx.dialect == "postgresql"
             if row is None and approve:
                 # An approval that needs several approvers (storage.stores.votes): a vote, and the
                 # decision only when it is the last one needed.
@@ -104,16 +118,17 @@ class DecisionStore:
             approval = APPROVALS.load(tx, row)
             if not approve:
                 record_deny_vote(tx, approval, actor=actor, reason=reason, now=now)
-            audit(
-                tx,
-                now,
-                f"approval_{status}",
-                run_id=approval.run_id,
-                approval_id=approval_id,
-                actor=actor,
-                reason=reason,
-                **({"actor_name": actor_name} if actor_name else {}),
-            )
+            if not audited_already:
+                audit(
+                    tx,
+                    now,
+                    f"approval_{status}",
+                    run_id=approval.run_id,
+                    approval_id=approval_id,
+                    actor=actor,
+                    reason=reason,
+                    **({"actor_name": actor_name} if actor_name else {}),
+                )
             if grant is not None and approve:
                 insert_grant(tx, grant, approval, actor, now)
             return decided_outcome(tx, approval, claim, worker, lease_until, now)

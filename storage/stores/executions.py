@@ -30,9 +30,11 @@ from storage.sql.approvals import (
     START_CLAIMED_RUN,
 )
 from storage.sql.checkpoints import HAS_CHECKPOINT
+from storage.sql.events import audit_row, audited_params, audited_postgres
 from storage.stores.events import audit
 
 WRITE = Mode.WRITE
+RECORDED_AUDITED = audited_postgres(RECORD_EXECUTION)
 
 
 class ExecutionStore:
@@ -70,15 +72,21 @@ class ExecutionStore:
             params["owner"] = owner
             sql = BEGIN_EXECUTION_FENCED
 
+        # PostgreSQL: the audit row goes with the UPDATE (audited_postgres), one round trip.
+        started = audit_row(now, "execution_started", approval_id=approval_id)
+        audited_sql, audited = audited_postgres(sql), audited_params(params, started)
+
         def body(tx: Tx) -> bool:
             if owner is not None:
                 tx.execute(START_CLAIMED_RUN, {"id": approval_id, "owner": owner})
-            row = tx.one(sql, params)
+            merged = tx.dialect == "postgresql"
+            row = tx.one(audited_sql, audited) if merged else tx.one(sql, params)
             if row is None:
                 return False
             if stop_if_held and row[1] is not None:
-                raise RunHeld(str(row[0]), str(row[1]))  # rolls the start back
-            audit(tx, now, "execution_started", run_id=row[0], approval_id=approval_id)
+                raise RunHeld(str(row[0]), str(row[1]))  # rolls the start back (and its audit)
+            if not merged:
+                audit(tx, now, "execution_started", run_id=row[0], approval_id=approval_id)
             if self.inside_begin_execution is not None:
                 self.inside_begin_execution(tx)
             return True
@@ -120,6 +128,17 @@ class ExecutionStore:
         statement read it, for the drive's next safe point (``bot.gate.safe_points``).
         """
         params = {"id": approval_id, "result": result}
+        # PostgreSQL: the audit row of the usual case (executing -> executed) goes with its
+        # UPDATE (audited_postgres); the rarer ones below audit as SQLite does.
+        recorded_detail: dict[str, Any] = {"result": result[:2000]}
+        if late:
+            recorded_detail["recorded_late"] = True
+        recorded = audit_row(
+            now,
+            "execution_failed" if failed else "execution_finished",
+            approval_id=approval_id,
+            **recorded_detail,
+        )
         lease = None
         if owner is not None and lease_until is not None:
             lease = {"id": approval_id, "owner": owner, "lease_until": lease_until}
@@ -132,9 +151,15 @@ class ExecutionStore:
                 # the call is that attempt's, whose result is the one recorded.
                 return False
             after_unknown = False
-            row = tx.one(RECORD_EXECUTION, params)
+            merged = tx.dialect == "postgresql"
+            if merged:  # its audit row with it (audited_postgres): one round trip
+                row = tx.one(RECORDED_AUDITED, audited_params(params, recorded))
+            else:
+                row = tx.one(RECORD_EXECUTION, params)
             if row is not None and on_hold is not None:
                 on_hold(None if row[1] is None else str(row[1]))
+            if row is not None and merged:
+                return still_ours
             if row is None:
                 row = tx.one(RECORD_LATE_EXECUTION, params)
                 after_unknown = True

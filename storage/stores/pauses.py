@@ -147,11 +147,14 @@ class PauseStore:
                 for draft in drafts
             ]
             audits += [rule_matched_row(now, run_id, requester, d) for d in drafts if d.rule]
+            # Deferred (Tx.defer): no later statement of this pause reads them (the children's
+            # runs only point at their approvals; the claim below runs when there are none),
+            # so on PostgreSQL they go out together, in one statement.
             if rows:
-                tx.executemany(INSERT_APPROVAL, [APPROVALS.params(r) for r in rows])
-                tx.executemany(INSERT_APPROVER, approver_rows(rows))
+                tx.defer(INSERT_APPROVAL, [APPROVALS.params(r) for r in rows])
+                tx.defer(INSERT_APPROVER, approver_rows(rows))
                 insert_reach(tx, rows, reach_plans)
-            tx.executemany(INSERT_AUDIT, audits)
+            tx.defer(INSERT_AUDIT, audits)
             # Sub-agents' runs: inserted with the rows that wait for them (.delegations).
             children = insert_children(
                 tx,

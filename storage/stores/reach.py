@@ -48,10 +48,11 @@ WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
 
 
 def insert_reach(tx: Tx, rows: Sequence[dict[str, Any]], plans: dict[str, ReachPlan]) -> None:
-    """Inside the pause's transaction: the reach rows of its new approvals."""
+    """Inside the pause's transaction: the reach rows of its new approvals (deferred, as
+    the pause's other rows: nothing later in it reads them)."""
     reach = reach_rows(rows, plans)
     if reach:
-        tx.executemany(INSERT_REACH, reach)
+        tx.defer(INSERT_REACH, reach)
 
 
 def _ids(value: Any) -> list[str]:

@@ -21,13 +21,15 @@ from storage.limits import DATABASE_FAILURES
 from storage.models import Approval, Run
 from storage.records import FINISHED_RUN_STATUSES, DuplicateEvent, LeaseLost, RunBusy
 from storage.sql.approvals import APPROVALS_FOR_TURN
-from storage.sql.events import CLAIM_EVENT
+from storage.sql.events import CLAIM_EVENT, audit_row, audited_params
 from storage.sql.runs import (
     CLEAR_PROGRESS,
     CONTINUE_RUN,
     FINISH_RUN_KEEP_HISTORY,
     FINISH_RUN_WITH_HISTORY,
     INSERT_RUN,
+    INSERT_RUN_AUDITED,
+    RETURNING_PARENT,
     RUN_BY_ID,
     RUN_BY_KEY,
     SET_PROGRESS,
@@ -143,7 +145,14 @@ class RunStore:
                 "updated_at": now,
                 "progress_ts": None,
             }
-            if tx.execute(INSERT_RUN, RUNS.params(values)) == 1:
+            if tx.dialect == "postgresql":  # with its audit row, in one round trip
+                started = audit_row(
+                    now, "run_started", run_id=run_id, actor=requester, event_id=event_id
+                )
+                params = audited_params(RUNS.params(values), started)
+                if tx.one(INSERT_RUN_AUDITED, params) is not None:
+                    return RUNS.build(values)
+            elif tx.execute(INSERT_RUN, RUNS.params(values)) == 1:
                 audit(tx, now, "run_started", run_id=run_id, actor=requester, event_id=event_id)
                 return RUNS.build(values)
             row = tx.one(RUN_BY_KEY, {"key": conversation_key})
@@ -210,13 +219,14 @@ class RunStore:
             "error": error,
             "now": now,
         }
-        sql = FINISH_RUN_KEEP_HISTORY
+        sql = FINISH_RUN_KEEP_HISTORY + RETURNING_PARENT
         if history is not None:
             params["history"] = json_text(history)
-            sql = FINISH_RUN_WITH_HISTORY
+            sql = FINISH_RUN_WITH_HISTORY + RETURNING_PARENT
 
         def body(tx: Tx, *, settle_approvals: bool = True) -> str | None:
-            if tx.execute(sql, params) != 1:
+            link = tx.one(sql, params)
+            if link is None:
                 raise LeaseLost(run_id)
             audit(tx, now, f"run_{status}", run_id=run_id, error=error)
             # Its last message, with the end: posted until Slack takes it (:mod:`.answers`).
@@ -232,6 +242,7 @@ class RunStore:
                 now=now,
                 claimer=claimer,
                 lease_until=lease_until,
+                link=link,
             )
 
         try:

@@ -9,6 +9,7 @@ once so that every caller takes the run's lock first and claims a resume the sam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,12 +18,15 @@ from storage.models import Approval
 from storage.records import DecisionOutcome, RunBusy
 from storage.sql.approvals import DECIDE
 from storage.sql.delegations import PARENT_OF_RUN, SETTLE_DELEGATION
+from storage.sql.events import audit_row, audited_params, audited_postgres
 from storage.sql.runs import (
     CANCEL_PAUSED_RUN,
     CANCEL_PENDING_APPROVALS,
     CANCEL_UNFINISHED_APPROVALS,
     CLAIM_RESUME,
+    CLAIM_RESUME_AUDITED,
     CLAIM_RESUME_RETURNING,
+    CLAIM_RESUME_RETURNING_AUDITED,
     LOCK_RUN,
     LOCK_RUN_OF_APPROVAL,
     RUN_BY_KEY,
@@ -53,6 +57,9 @@ def claim_resume(tx: Tx, run_id: str, worker: str, lease_until: datetime, now: d
     worker that takes the ``resuming`` run over when the claimant never starts it.
     """
     params = {"run_id": run_id, "worker": worker, "lease_until": lease_until, "now": now}
+    if tx.dialect == "postgresql":  # with its audit row, in one round trip
+        resumed = audit_row(now, "run_resumed", run_id=run_id, worker=worker)
+        return tx.one(CLAIM_RESUME_AUDITED, audited_params(params, resumed)) is not None
     if tx.execute(CLAIM_RESUME, params) != 1:
         return False
     audit(tx, now, "run_resumed", run_id=run_id, worker=worker)
@@ -63,6 +70,9 @@ def claim_resume_row(tx: Tx, run_id: str, worker: str, lease_until: datetime, no
     """:func:`claim_resume`, giving back the claimed run's row (``RUN_COLUMNS``) or None: a
     round trip fewer than claiming and then reading it."""
     params = {"run_id": run_id, "worker": worker, "lease_until": lease_until, "now": now}
+    if tx.dialect == "postgresql":  # with its audit row, in one round trip
+        resumed = audit_row(now, "run_resumed", run_id=run_id, worker=worker)
+        return tx.one(CLAIM_RESUME_RETURNING_AUDITED, audited_params(params, resumed))
     row = tx.one(CLAIM_RESUME_RETURNING, params)
     if row is not None:
         audit(tx, now, "run_resumed", run_id=run_id, worker=worker)
@@ -101,6 +111,10 @@ def run_busy(tx: Tx, conversation_key: str) -> RunBusy:
     return RunBusy(RUNS.load(tx, row))
 
 
+# PostgreSQL: a decision and its audit row in one statement (decide_row's ``audited``).
+DECIDE_AUDITED = audited_postgres(DECIDE)
+
+
 def decide_row(
     tx: Tx,
     approval_id: str,
@@ -109,14 +123,26 @@ def decide_row(
     actor_name: str | None,
     reason: str | None,
     now: datetime,
+    audited: dict[str, Any] | None = None,
 ) -> Any:
     """``pending -> approved | denied`` if still pending and unexpired: the row, else None.
 
-    One statement for every decision (a plain one, and the approve an edit makes)."""
+    One statement for every decision (a plain one, and the approve an edit makes).
+    ``audited``: on PostgreSQL, this audit row (:func:`audit_row`; its run id is the
+    decided row's) is written by the same statement when it decides (audited_postgres);
+    the caller audits only when ``tx.dialect`` is not PostgreSQL."""
     # The name is what people knew the decider as: it cannot be longer than its column.
     actor_name = actor_name[:255] if actor_name else None
-    params = {"id": approval_id, "status": status, "actor": actor, "actor_name": actor_name}
-    return tx.one(DECIDE, params | {"reason": reason, "now": now})
+    params: dict[str, Any] = {
+        "id": approval_id,
+        "status": status,
+        "actor": actor,
+        "actor_name": actor_name,
+    }
+    params |= {"reason": reason, "now": now}
+    if audited is not None and tx.dialect == "postgresql":
+        return tx.one(DECIDE_AUDITED, audited_params(params, audited))
+    return tx.one(DECIDE, params)
 
 
 def decided_outcome(
@@ -164,11 +190,15 @@ def settle_parent(
     now: datetime,
     claimer: str | None = None,
     lease_until: datetime | None = None,
+    link: Sequence[Any] | None = None,
 ) -> str | None:
     """A run ended (``status``): if it is a child, settle its parent's ``delegation`` row with
     its result; with ``claimer``, also claim the parent's resume when nothing else of it
-    waits. The parent's id when this claimed its resume, else None."""
-    link = tx.one(PARENT_OF_RUN, {"id": run_id})
+    waits. The parent's id when this claimed its resume, else None. ``link``: the run's
+    ``parent_run_id, parent_approval_id`` when the caller's own statement returned them
+    (they never change), so they are not read again."""
+    if link is None:
+        link = tx.one(PARENT_OF_RUN, {"id": run_id})
     if link is None or link[0] is None or link[1] is None:
         return None
     parent_run_id, parent_approval_id = str(link[0]), str(link[1])

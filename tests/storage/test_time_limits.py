@@ -60,8 +60,11 @@ async def repo(
 
 
 @contextlib.contextmanager
-def before_statement(repo: Repository, starts: str, act: Callable[[], None]) -> Iterator[None]:
-    """``act()`` just before a statement starting with ``starts`` is sent, on either path."""
+def before_statement(
+    repo: Repository, starts: str | tuple[str, ...], act: Callable[[], None]
+) -> Iterator[None]:
+    """``act()`` just before a statement starting with ``starts`` (or one of them) is sent,
+    on either path."""
 
     def hook(statement: str) -> None:
         if statement.lstrip().upper().startswith(starts):
@@ -175,7 +178,12 @@ async def test_a_transaction_cut_off_before_commit_commits_nothing_and_drops_its
     event.listen(repo.database.engine.sync_engine.pool, "invalidate", record)
     with (
         pytest.raises(DatabaseBusy),
-        before_statement(repo, "UPDATE APPROVALS", stall_loop_during_update),
+        # The decision's UPDATE; on PostgreSQL it carries its audit row (audited_postgres).
+        before_statement(
+            repo,
+            ("UPDATE APPROVALS", "WITH CHANGED AS (UPDATE APPROVALS"),
+            stall_loop_during_update,
+        ),
         time_limit(LIMIT),
     ):
         await decide(repo, now)

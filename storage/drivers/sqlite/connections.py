@@ -88,6 +88,9 @@ class SQLiteTx:
         except sqlite3.Error as exc:
             raise database_error(exc, sql, rows) from exc
 
+    def defer(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.executemany(sql, rows)  # in process: nothing to save by waiting
+
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Any] | None:
         # fetchall, not fetchone: a RETURNING statement must run to its end before COMMIT.
         try:
