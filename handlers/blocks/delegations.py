@@ -19,6 +19,7 @@ from handlers.blocks.kit import (
     pause_ids,
     slack_date,
 )
+from handlers.blocks.waits import notice_blocks
 from storage.models import Approval
 
 DELEGATION = "delegation"
@@ -45,18 +46,7 @@ def render_delegation_notice(approval: Approval) -> tuple[str, list[Block]]:
         case _:
             line = f":heavy_multiplication_x: Stopped waiting for *{agent}*"
             detail = escaped_within(approval.result or "", OUTCOME_DETAIL_LIMIT)
-    blocks: list[Block] = [
-        {"type": "section", "block_id": "wait_summary", "text": {"type": "mrkdwn", "text": line}}
-    ]
-    if detail:
-        blocks.append(
-            {
-                "type": "section",
-                "block_id": "wait_detail",
-                "text": {"type": "mrkdwn", "text": detail},
-            }
-        )
-    blocks.append(pause_ids("Delegation", approval))
+    blocks = notice_blocks(line, detail, pause_ids("Delegation", approval))
     return f"Waiting for {agent}", blocks
 
 

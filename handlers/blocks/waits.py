@@ -28,6 +28,19 @@ BODY_SHOWN_LIMIT = 500  # a callback's body on its notice, in a code block
 LIST_WAIT_LIMIT = 300
 
 
+def notice_blocks(line: str, detail: str, ids: Block) -> list[Block]:
+    """A wait's notice in the thread (for a callback, a sub-agent): where it stands, what it
+    said (if anything), and the ids of the pause."""
+    blocks: list[Block] = [
+        {"type": "section", "block_id": "wait_summary", "text": {"type": "mrkdwn", "text": line}}
+    ]
+    if detail:
+        text = {"type": "mrkdwn", "text": detail}
+        blocks.append({"type": "section", "block_id": "wait_detail", "text": text})
+    blocks.append(ids)
+    return blocks
+
+
 def wait_description(approval: Approval) -> str:
     """What a callback waits for (WaitForCallback's description), else the tool's name."""
     return approval.reason or approval.tool_name
@@ -52,18 +65,7 @@ def render_callback_notice(approval: Approval) -> tuple[str, list[Block]]:
         case _:
             line = f":heavy_multiplication_x: Stopped waiting for {description}"
             detail = escaped_within(approval.result or "", OUTCOME_DETAIL_LIMIT)
-    blocks: list[Block] = [
-        {"type": "section", "block_id": "wait_summary", "text": {"type": "mrkdwn", "text": line}}
-    ]
-    if detail:
-        blocks.append(
-            {
-                "type": "section",
-                "block_id": "wait_detail",
-                "text": {"type": "mrkdwn", "text": detail},
-            }
-        )
-    blocks.append(pause_ids("Wait", approval))
+    blocks = notice_blocks(line, detail, pause_ids("Wait", approval))
     text = f"Waiting for {escaped_within(wait_description(approval), 200)}"  # mrkdwn too
     return text, blocks
 
