@@ -232,7 +232,7 @@ async def after_callback(services: Services, outcome: CallbackOutcome) -> None:
         await after_expiry(services, outcome.expiry)
         return
     assert outcome.approval is not None
-    await services.publisher.refresh_card(outcome.approval.id)
+    await services.publisher.cards.refresh_card(outcome.approval.id)
     if outcome.resume_claimed:
         await resume_and_publish(services, outcome.approval.run_id, RESUMING_CALLBACK)
 

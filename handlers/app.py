@@ -61,7 +61,7 @@ def build_services(
     """``clients``: a token per workspace (OAuth installs); else ``client`` for all."""
     clients = clients or WorkspaceClients(client)
     publisher = Publisher(client, repo, clients)
-    publisher.decorate_card = CardGrants(repo, config).decorate  # standing grants
+    publisher.cards.decorate_card = CardGrants(repo, config).decorate  # standing grants
     publisher.answers.claim = min(publisher.answers.claim, config.run_lease)
     runner.report_progress_to(publisher.tool_progress.report)  # long tools' progress()
     publisher.streams.mode = config.streaming  # streamed answers (handlers.slack.streams)
@@ -136,7 +136,7 @@ def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
         clients=services.clients,
         background=services.background,
     )
-    services.publisher.on_change = services.home.changed
+    services.publisher.cards.on_change = services.home.changed
     listeners.home.register(app, services)
 
     # The approvers' reach: DM copies once a card is posted; reminders and escalations due.
@@ -148,8 +148,8 @@ def build_app(services: Services, settings: SlackSettings) -> AsyncApp:
         clients=services.clients,
         background=services.background,
     )
-    services.publisher.on_card_posted = services.reach.card_posted
-    services.publisher.on_card_refused = functools.partial(step_card_refused, services)
+    services.publisher.cards.on_card_posted = services.reach.card_posted
+    services.publisher.cards.on_card_refused = functools.partial(step_card_refused, services)
 
     if settings.oauth:
         listeners.uninstall.register(app, services)

@@ -159,7 +159,7 @@ def add_api_routes(
         assert approval is not None
         if approval.status == "pending" and not approval.card_ts:
             services.background.spawn(
-                services.publisher.post_card(approval.id), name=f"api {approval.id}"
+                services.publisher.cards.post_card(approval.id), name=f"api {approval.id}"
             )
         if created.created:
             log.info("api: %s %s requested by token %s", asked.kind, approval.id, token.name)

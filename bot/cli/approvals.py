@@ -153,7 +153,7 @@ async def approvals_decide(repo: Repository, config: Config, args: argparse.Name
         # An approval that needs several approvers: this was a vote.
         print(f"{progress(decision.approval)}; it waits for more.")
     if slack:
-        await slack.publisher.refresh_card(decision.approval.id)
+        await slack.publisher.cards.refresh_card(decision.approval.id)
     if decision.resume_claimed:
         await resume(decision.approval.run_id)
     elif missing:
@@ -194,7 +194,7 @@ async def _recover(
     row = decision.approval
     print(f"{RECOVERY_DONE[choice]} {row.id} ({row.tool_name}) as {args.actor}.")
     if slack:
-        await slack.publisher.refresh_card(row.id)
+        await slack.publisher.cards.refresh_card(row.id)
         if choice == "stop":
             await announce_cancelled(slack, row.run_id)
     if decision.resume_claimed:

@@ -236,7 +236,7 @@ async def runs_recover(repo: Repository, config: Config, args: argparse.Namespac
             from handlers.flows import announce_cancelled
 
             await announce_cancelled(slack, run_id)
-    cards = await slack.publisher.post_missing_cards() if slack else 0
+    cards = await slack.publisher.cards.post_missing_cards() if slack else 0
     if cards:
         print(f"posted {cards} approval card(s) that no worker had posted")
     answers = await slack.publisher.answers.post_due() if slack else 0

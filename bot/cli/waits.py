@@ -105,7 +105,7 @@ async def waits_complete(repo: Repository, config: Config, args: argparse.Namesp
         return 1
     print(f"Completed {wait.id} ({wait.tool_name}).")
     if slack:
-        await slack.publisher.refresh_card(wait.id)
+        await slack.publisher.cards.refresh_card(wait.id)
     if outcome.resume_claimed:
         resumed = await (
             resume_and_publish(slack, wait.run_id) if slack else runner.resume(wait.run_id)

@@ -92,9 +92,9 @@ async def decide_batch_from_slack(
         await tell(f":no_entry: {refusal_text(refused)}")
         if isinstance(refused, StaleBatch):
             # The current card shows what there is to decide now.
-            await services.publisher.refresh_card(batch_id, clicked=clicked)
+            await services.publisher.cards.refresh_card(batch_id, clicked=clicked)
         return
-    await services.publisher.refresh_card(batch_id, clicked=clicked)
+    await services.publisher.cards.refresh_card(batch_id, clicked=clicked)
     await tell(done_text(decision))
     if decision.resume_claimed:
         await resume_and_publish(services, lead.run_id)

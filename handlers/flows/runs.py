@@ -59,7 +59,7 @@ async def follow_delegations(services: Services, outcome: RunOutcome) -> None:
         run = outcome.run
         parent = outcome.parent_resume
         if run is not None and run.parent_approval_id is not None:
-            await services.publisher.refresh_card(run.parent_approval_id)  # "answered"
+            await services.publisher.cards.refresh_card(run.parent_approval_id)  # "answered"
         await resume_and_publish(services, parent)
 
 
@@ -111,12 +111,12 @@ async def _refresh_settled_cards(services: Services, run_id: str) -> None:
         ):
             cards.add(approval.batch_id or approval.id)
     for card in sorted(cards):
-        await services.publisher.refresh_card(card)
+        await services.publisher.cards.refresh_card(card)
 
 
 async def after_expiry(services: Services, expiry: ExpiryOutcome) -> None:
     """An approval expired: show it on its card and move its run on per ``on_expiry``."""
-    await services.publisher.refresh_card(expiry.approval.id)
+    await services.publisher.cards.refresh_card(expiry.approval.id)
     if services.steps is not None:  # a Workflow Builder step completes with ``expired``
         await services.steps.complete_approval(expiry.approval.id)
     if expiry.resume_claimed:
@@ -137,7 +137,7 @@ async def announce_cancelled(services: Services, run_id: str) -> None:
         if approval.status == "cancelled" and approval.card_ts
     }
     for card in sorted(cards):
-        await services.publisher.refresh_card(card)
+        await services.publisher.cards.refresh_card(card)
     if services.steps is not None:  # a Workflow Builder step's run: its step fails
         for approval in await services.repo.approvals_for_run(run.id):
             if approval.status == "cancelled":

@@ -216,7 +216,7 @@ async def settle_from_slack(
         await tell(f":hourglass: {refusal_text(expired)}")
         if expired.expiry is not None:
             await after_expiry(services, expired.expiry)
-        await services.publisher.refresh_card(approval_id, clicked=clicked)
+        await services.publisher.cards.refresh_card(approval_id, clicked=clicked)
         if refresh_list is not None:
             await refresh_list(approval_id)
         return
@@ -227,7 +227,7 @@ async def settle_from_slack(
         # A stale copy: the current card (and the list it came from) shows what to approve.
         repeated = isinstance(refused, AlreadyApproved | StaleCopy)
         if refused.approval is not None and (refused.approval.status != "pending" or repeated):
-            await services.publisher.refresh_card(approval_id, clicked=clicked)
+            await services.publisher.cards.refresh_card(approval_id, clicked=clicked)
             # The list keeps the item in its place with its outcome: never one the clicker
             # may not see (a refused click can name any approval of the workspace).
             if refresh_list is not None and await may_see_here(
@@ -238,7 +238,7 @@ async def settle_from_slack(
     failpoint("decision_stored")
 
     async def show() -> None:
-        await services.publisher.refresh_card(approval_id, clicked=clicked)
+        await services.publisher.cards.refresh_card(approval_id, clicked=clicked)
         if refresh_list is not None:
             await refresh_list(approval_id)
 

@@ -41,9 +41,11 @@ async def sweep_once(services: Services) -> None:
         background.spawn(announce_cancelled(services, run_id), name=f"pause_ttl {run_id}")
     for run_id in await runner.stop_orphans():  # sub-agents whose parent ended without them
         background.spawn(announce_cancelled(services, run_id), name=f"orphan {run_id}")
-    await services.publisher.post_missing_cards()  # the card outbox (see handlers.slack.publish)
+    await (
+        services.publisher.cards.post_missing_cards()
+    )  # the card outbox (see handlers.slack.publish)
     await services.publisher.answers.post_due()  # runs' answers (see handlers.slack.answers)
-    await services.publisher.edit_cards_due()  # quorum votes whose card edit was lost
+    await services.publisher.cards.edit_cards_due()  # quorum votes whose card edit was lost
     if services.steps is not None:
         await services.steps.complete_due()  # settled workflow steps (handlers.slack.steps)
     if services.reach is not None:
@@ -67,7 +69,7 @@ async def run_card_outbox(
     outages = services.runner.outages
     while not stop.is_set():
         try:
-            await services.publisher.post_request_cards()
+            await services.publisher.cards.post_request_cards()
         except Exception as exc:
             if not outages.failed("card outbox", exc):
                 log.exception("posting missing cards failed; trying again in %.0fs", interval)

@@ -110,7 +110,7 @@ def register(app: AsyncApp, services: Services) -> None:
         lead = rows[0]
         if not any(row.status == "pending" for row in rows):
             await tell(NOTHING_WAITS)
-            await services.publisher.refresh_card(lead.batch_id or lead.id)
+            await services.publisher.cards.refresh_card(lead.batch_id or lead.id)
             return
         if not any(a.startswith("S") for a in lead.approvers):
             # Named people only: say now who may not decide (groups: checked on submit).

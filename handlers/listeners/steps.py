@@ -59,7 +59,7 @@ def register(app: AsyncApp, services: Services) -> None:
         if started.created:
             log.info("workflow step %s: approval %s requested", execution, started.approval_id)
         services.background.spawn(
-            services.publisher.post_card(started.approval_id), name=f"step {execution}"
+            services.publisher.cards.post_card(started.approval_id), name=f"step {execution}"
         )
         return None
 

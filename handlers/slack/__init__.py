@@ -13,6 +13,7 @@ knows a listener: these are called by the flows, the sweeper and the command lin
 """
 
 from handlers.slack.authorize import WorkspaceAuthorize
+from handlers.slack.cards import CardPlace, Cards
 from handlers.slack.failures import SLACK_FAILURES, transient
 from handlers.slack.groups import GroupLookupFailed, UserGroups, approver_groups
 from handlers.slack.home import HomeTabs
@@ -30,7 +31,6 @@ from handlers.slack.publish import (
     RESUMING_CALLBACK,
     RESUMING_EXPIRED,
     RESUMING_RETRY,
-    CardPlace,
     Publisher,
 )
 from handlers.slack.reach import Reach
@@ -45,6 +45,7 @@ __all__ = [
     "RESUMING_RETRY",
     "SLACK_FAILURES",
     "CardPlace",
+    "Cards",
     "DatabaseInstallationStore",
     "DatabaseStateStore",
     "GroupLookupFailed",

@@ -113,15 +113,15 @@ class Reach:
         if state.escalated_at is not None:
             # The escalation's send (or the sweep's, when its worker died after claiming it):
             # the card and the copies already out say "Escalated to …" first.
-            await self.publisher.refresh_card(approval_id)
+            await self.publisher.cards.refresh_card(approval_id)
         posted_to = {c.recipient for c in await repo.approval_messages(approval_id)}
         given_up = set(state.dms_given_up)
         done = posted_to | given_up
         unlisted: list[str] = []  # groups Slack could not list now: their copies come later
         recipients = await self._recipients(approval, state, posted_to, unlisted)
-        text, blocks = await self.publisher.card_content(approval)
+        text, blocks = await self.publisher.cards.card_content(approval)
         blocks = copy_blocks(approval) + blocks
-        metadata = await self.publisher.card_metadata(approval)
+        metadata = await self.publisher.cards.card_metadata(approval)
         posted = 0
         failed = list(unlisted)  # for now: tried again after a backoff
         retry_after = timedelta(0)
@@ -178,7 +178,7 @@ class Reach:
         latest = await repo.get_approval(approval_id)
         if posted and latest is not None and latest.status != "pending":
             # Decided while the copies went out: they show the decision too.
-            await self.publisher.refresh_card(approval_id)
+            await self.publisher.cards.refresh_card(approval_id)
         return posted
 
     async def _end_claim(
