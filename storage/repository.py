@@ -52,6 +52,7 @@ from storage.drivers import (
     is_sqlite,
     open_database,
 )
+from storage.hashes import arguments_hash, canonical_json, payload_hash
 from storage.limits import DATABASE_FAILURES, DatabaseBusy, time_limit
 from storage.records import (
     ACTIVE_RUN_STATUSES,
@@ -84,9 +85,6 @@ from storage.records import (
     StoredCheckpoint,
     StoredToken,
     ValueTooLong,
-    arguments_hash,
-    canonical_json,
-    payload_hash,
 )
 from storage.sql.approvals import INSERT_APPROVAL, INSERT_APPROVER, approver_rows
 from storage.sql.runs import INSERT_RUN_ROW

@@ -26,12 +26,8 @@ from bot.policy import (
 )
 from bot.policy.edits import edited_call_policy, stricter_by
 from bot.tools import tool_definition
-from storage.records import (
-    EditConflict,
-    EditRequest,
-    PayloadHasher,
-    fingerprint,
-)
+from storage.hashes import PayloadHasher, fingerprint
+from storage.records import EditConflict, EditRequest
 from storage.values import storable
 
 

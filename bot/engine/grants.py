@@ -23,7 +23,8 @@ from bot.policy import (
     shown_id,
 )
 from bot.policy.grants import approved_arguments
-from storage.records import GrantDraft, arguments_hash
+from storage.hashes import arguments_hash
+from storage.records import GrantDraft
 
 if TYPE_CHECKING:
     from bot.engine.runner import Runner

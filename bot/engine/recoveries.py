@@ -29,7 +29,7 @@ from bot.policy import (
 )
 from bot.policy.edits import edited_call_policy
 from bot.tools import tool_definition
-from storage.records import PayloadHasher
+from storage.hashes import PayloadHasher
 from storage.values import storable
 
 RECOVERY_CHOICES = ("retry", "skip", "resolve", "stop")

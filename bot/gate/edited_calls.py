@@ -12,10 +12,8 @@ from typing import Any
 
 import llm
 
-from storage.records import (
-    ApprovalDraft,
-    canonical_json,
-)
+from storage.hashes import canonical_json
+from storage.records import ApprovalDraft
 from storage.values import storable
 
 

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 from bot.ids import new_approval_id
 from bot.policy import Policy
 from bot.policy.grants import effective_policy, grant_applies
+from storage.hashes import PayloadHasher, arguments_hash
 from storage.models import Approval
-from storage.records import ApprovalDraft, PayloadHasher, arguments_hash
+from storage.records import ApprovalDraft
 from storage.values import storable
 
 if TYPE_CHECKING:

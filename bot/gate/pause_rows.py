@@ -19,7 +19,7 @@ from llm.parts import Message, TextPart
 
 from bot.ids import new_approval_id, new_run_id
 from bot.pauses import AskUser, CallContext, Delegate, Pause, RetryAt, WaitForCallback
-from storage.records import PayloadHasher
+from storage.hashes import PayloadHasher
 from storage.repository import ApprovalDraft, ArmedCallback, ChildRun
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import llm
 
 from bot.gate.turn import current_turn
 from bot.tools import tool_definition
-from storage.records import PayloadHasher
+from storage.hashes import PayloadHasher
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from handlers.blocks.kit import (
     shown_name,
     slack_date,
 )
+from storage.hashes import FINGERPRINT_LENGTH, batch_fingerprint
 from storage.models import Approval
-from storage.records import FINGERPRINT_LENGTH, batch_fingerprint
 
 BATCH_APPROVE_ALL = "batch_approve_all"
 BATCH_DENY_ALL = "batch_deny_all"

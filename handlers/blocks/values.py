@@ -23,8 +23,8 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from storage.hashes import FINGERPRINT_LENGTH, UNEDITED, fingerprint
 from storage.models import Approval
-from storage.records import FINGERPRINT_LENGTH, UNEDITED, fingerprint
 
 LIST_BLOCK_PREFIX = "approvals_list"
 LIST_VIEWS = ("approve", "mine", "all")

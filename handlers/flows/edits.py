@@ -15,8 +15,8 @@ from handlers.blocks import escape, shown_name
 from handlers.flows.clicks import ClickPlace
 from handlers.flows.settle import settle_from_slack
 from handlers.services import Services
+from storage.hashes import shows_current
 from storage.models import Approval
-from storage.records import shows_current
 
 
 async def edit_from_slack(

@@ -32,8 +32,8 @@ from handlers.blocks import (
 from handlers.flows import LOOKUP_FAILED, ClickPlace, edit_from_slack, form_opening, may_see_here
 from handlers.listeners.interactions import form_click, nested, open_form
 from handlers.services import Services
+from storage.hashes import shows_current
 from storage.models import Approval
-from storage.records import shows_current
 from storage.repository import DATABASE_FAILURES, time_limit
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,9 @@ from collections.abc import Collection
 from datetime import datetime
 
 from storage.drivers import Database, Mode, Tx
+from storage.hashes import batch_fingerprint
 from storage.models import Approval
-from storage.records import BatchOutcome, batch_fingerprint
+from storage.records import BatchOutcome
 from storage.sql.approvals import BATCH_ROWS
 from storage.stores.events import audit
 from storage.stores.rows import APPROVALS

@@ -15,8 +15,9 @@ from collections.abc import Collection
 from datetime import datetime
 
 from storage.drivers import Database, Mode, Tx
+from storage.hashes import shows_current
 from storage.models import Approval
-from storage.records import DecisionOutcome, ExpiryOutcome, GrantDraft, shows_current
+from storage.records import DecisionOutcome, ExpiryOutcome, GrantDraft
 from storage.sql.approvals import APPROVAL_BY_ID, DUE_APPROVALS, EXPIRE
 from storage.sql.events import audit_row
 from storage.stores.events import audit

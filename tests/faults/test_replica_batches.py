@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from playground.slack_server import Message, SlackServer
-from storage.records import fingerprint
+from storage.hashes import fingerprint
 from tests.faults.harness import (
     APPROVER,
     CHANNEL,

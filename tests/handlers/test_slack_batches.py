@@ -15,8 +15,8 @@ from freezegun import freeze_time
 from bot.clock import utcnow
 from handlers.flows import sweep_once
 from playground.slack_server import Message
+from storage.hashes import batch_fingerprint
 from storage.models import Approval, Run
-from storage.records import batch_fingerprint
 from storage.repository import PendingFilter, Repository
 from tests.conftest import BASE_CONFIG, make_config
 from tests.support.ops_tools import executed

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.records import PayloadHasher, canonical_json, payload_hash
+from storage.hashes import PayloadHasher, canonical_json, payload_hash
 from storage.values import storable
 
 DEFINITION = {
