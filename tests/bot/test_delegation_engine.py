@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from bot.config import Config
 from bot.engine import Runner, RunOutcome
+from storage.models import Run
 from storage.repository import Repository
 from tests.bot.test_engine import request, tool_results_in
 from tests.conftest import BASE_CONFIG, make_config
@@ -57,6 +59,37 @@ async def follow(runner: Runner, outcome: RunOutcome) -> list[RunOutcome]:
     if outcome.parent_resume is not None:
         seen += await follow(runner, await runner.resume(outcome.parent_resume))
     return seen
+
+
+async def drive_step_beside_delegate(
+    repo: Repository, during_step: Callable[[Runner, str], Awaitable[None]]
+) -> tuple[Runner, Run, RunOutcome]:
+    """One response calling ``step`` (tests.support.hold_tools) beside ``delegate``, with
+    ``during_step(runner, run_id)`` run while the step runs: an operator's Pause or Stop
+    landing in the middle of the response."""
+    from tests.support import hold_tools
+
+    config = agents_config(tools=[*BASE_CONFIG["tools"], "tests.support.hold_tools:step"])
+    runner = Runner(repo, config, worker_id="worker-a")
+    text = json.dumps(
+        {
+            "tool_calls": [
+                {"name": "step", "arguments": {"n": 1}},
+                {"name": "delegate", "arguments": {"agent": "researcher", "task": "t"}},
+            ]
+        }
+    )
+    run = await runner.open(request(text))
+
+    async def on_step(n: int) -> None:
+        await during_step(runner, run.id)
+
+    hold_tools.ON_STEP = on_step
+    try:
+        outcome = await runner.drive(run)
+    finally:
+        hold_tools.ON_STEP = None
+    return runner, run, outcome
 
 
 async def resumes_of(repo: Repository, run_id: str) -> int:
@@ -285,31 +318,11 @@ async def test_a_childs_call_is_gated_by_the_same_policies_edits_included(
 async def test_children_started_while_an_operator_pauses_the_parent_start_held(
     repo: Repository,
 ) -> None:
-    from tests.support import hold_tools
-
-    config = agents_config(tools=[*BASE_CONFIG["tools"], "tests.support.hold_tools:step"])
-    runner = Runner(repo, config, worker_id="worker-a")
-    started_ids: list[str] = []
-
-    async def pause_parent(n: int) -> None:
+    async def pause_parent(runner: Runner, run_id: str) -> None:
         # The operator's Pause lands while the response's other call runs.
-        await runner.pause_run(started_ids[0], actor="U0REQUESTER")
+        await runner.pause_run(run_id, actor="U0REQUESTER")
 
-    hold_tools.ON_STEP = pause_parent
-    try:
-        text = json.dumps(
-            {
-                "tool_calls": [
-                    {"name": "step", "arguments": {"n": 1}},
-                    {"name": "delegate", "arguments": {"agent": "researcher", "task": "t"}},
-                ]
-            }
-        )
-        run = await runner.open(request(text))
-        started_ids.append(run.id)
-        outcome = await runner.drive(run)
-    finally:
-        hold_tools.ON_STEP = None
+    runner, run, outcome = await drive_step_beside_delegate(repo, pause_parent)
     if outcome.status == "held":
         # The delegate call reached its safe point after the Pause (the calls run
         # concurrently): it stopped there, and no child was started.
@@ -331,33 +344,14 @@ async def test_a_stop_asked_for_after_a_delegate_calls_safe_point_ends_the_paren
     under the Stop's hold with its child running; the child's Stop settled the parent's row,
     and then nothing ever moved the parent (no resume claim under a hold, no sweep of it)."""
     from bot.gate import current_turn
-    from tests.support import hold_tools
 
-    config = agents_config(tools=[*BASE_CONFIG["tools"], "tests.support.hold_tools:step"])
-    runner = Runner(repo, config, worker_id="worker-a")
-    started_ids: list[str] = []
-
-    async def stop_parent_once_delegated(n: int) -> None:
+    async def stop_parent_once_delegated(runner: Runner, run_id: str) -> None:
         turn = current_turn.get()
         while not turn.drafts:  # the delegate call's row is drafted: its safe point passed
             await asyncio.sleep(0)
-        await runner.stop_run(started_ids[0], actor="U0REQUESTER")
+        await runner.stop_run(run_id, actor="U0REQUESTER")
 
-    hold_tools.ON_STEP = stop_parent_once_delegated
-    try:
-        text = json.dumps(
-            {
-                "tool_calls": [
-                    {"name": "step", "arguments": {"n": 1}},
-                    {"name": "delegate", "arguments": {"agent": "researcher", "task": "t"}},
-                ]
-            }
-        )
-        run = await runner.open(request(text))
-        started_ids.append(run.id)
-        outcome = await runner.drive(run)
-    finally:
-        hold_tools.ON_STEP = None
+    runner, run, outcome = await drive_step_beside_delegate(repo, stop_parent_once_delegated)
     await follow(runner, outcome)
     parent = await repo.get_run(run.id)
     assert parent is not None and parent.status == "cancelled", parent and parent.status
