@@ -60,6 +60,21 @@ def mcp_env(url: str, token: str | None = None) -> dict[str, str]:
     return env
 
 
+async def start_mcp_http(
+    tmp_path: Path, url: str, port: int, *args: str
+) -> asyncio.subprocess.Process:
+    """``approval-bot mcp --http PORT`` (and ``args``) on the database at ``url``, its
+    stderr piped for the test to read."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        *mcp_command(tmp_path, "--http", str(port), *args),
+        env=mcp_env(url),
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
 @contextlib.asynccontextmanager
 async def stdio_session(
     tmp_path: Path, url: str, token: str, *args: str
@@ -216,14 +231,7 @@ async def test_over_http_a_bearer_token_is_required_and_the_decision_returns(
     bot, url = served
     token = await create_token(url, tmp_path, "service", CHANNEL)
     port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *mcp_command(tmp_path, "--http", str(port)),
-        env=mcp_env(url),
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_mcp_http(tmp_path, url, port)
     endpoint = f"http://127.0.0.1:{port}/mcp"
     try:
         async with httpx2.AsyncClient() as http:

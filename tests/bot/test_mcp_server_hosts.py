@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import sys
 from pathlib import Path
 
 import httpx2
 import pytest
 
-from tests.bot.test_mcp_server import CHANNEL, _first_answer, mcp_command, mcp_env
+from tests.bot.test_mcp_server import (
+    CHANNEL,
+    _first_answer,
+    start_mcp_http,
+)
 from tests.faults.harness import eventually
 from tests.support.api_support import create_token
 from tests.support.serve_process import free_port
@@ -46,14 +49,7 @@ async def test_over_http_on_the_ipv6_loopback_a_live_token_is_served(tmp_path: P
     url = f"sqlite:///{tmp_path / 'bot.db'}"
     (tmp_path / "served-bot.toml").write_text("")
     token = await create_token(url, tmp_path, "service", CHANNEL)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *mcp_command(tmp_path, "--http", str(port), "--host", "::1"),
-        env=mcp_env(url),
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_mcp_http(tmp_path, url, port, "--host", "::1")
     endpoint = f"http://[::1]:{port}/mcp"
     try:
         async with httpx2.AsyncClient() as http:
@@ -79,14 +75,7 @@ async def test_over_http_a_wait_whose_client_disconnected_stops(tmp_path: Path) 
     (tmp_path / "served-bot.toml").write_text("")
     token = await create_token(url, tmp_path, "service", CHANNEL)
     port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *mcp_command(tmp_path, "--http", str(port)),
-        env=mcp_env(url),
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_mcp_http(tmp_path, url, port)
     said: list[str] = []
 
     async def read_stderr() -> None:

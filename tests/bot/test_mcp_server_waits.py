@@ -26,11 +26,10 @@ from tests.bot.test_mcp_server import (
     _first_answer,
     card_with,
     error_of,
-    mcp_command,
-    mcp_env,
     result_of,
     rows,
     served,
+    start_mcp_http,
     stdio_session,
 )
 from tests.conftest import POSTGRES_URL, _plain, fresh_postgres_database
@@ -110,14 +109,7 @@ async def test_over_http_a_dropped_database_connection_does_not_refuse_a_live_to
     async with fresh_postgres_database() as url:
         token = await create_token(url, tmp_path, "service", CHANNEL)
         port = free_port()
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *mcp_command(tmp_path, "--http", str(port)),
-            env=mcp_env(url),
-            cwd=tmp_path,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        process = await start_mcp_http(tmp_path, url, port)
         endpoint = f"http://127.0.0.1:{port}/mcp"
         try:
             async with httpx2.AsyncClient() as http:
