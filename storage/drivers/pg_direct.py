@@ -21,9 +21,17 @@ COMMIT. One group per table, its rows in one multi-row INSERT, so serial ids kee
 the rows were made in; a statement that cannot carry them (``SHOW``, ``FOR UPDATE``) or
 writes one of their tables itself is sent after them instead.
 
+A transaction of one statement (``Mode.WRITE_ONE``, ``Mode.READ_ONE``) is sent alone, in
+autocommit: no BEGIN and no COMMIT, one round trip in all. The hot transactions PostgreSQL can
+do in one statement (data-modifying CTEs) are written so (:mod:`storage.stores`).
+
 Connections come from a small pool of our own (:class:`DirectPool`): asyncpg's would reset
 every connection it takes back (one more round trip per transaction) and undo the session's
-``synchronous_commit``. A connection that failed mid-transaction, or whose transaction was
+``synchronous_commit``. A commit's durability is its connection's: the pool keeps relaxed
+connections (asynchronous commits, what at-most-once allows ordinary ones) and durable ones
+(the ``executing`` record), each set once for its session when it is opened or changes kind,
+so no transaction spends a statement on it and a one-statement one needs no SET LOCAL.
+A connection that failed mid-transaction, or whose transaction was
 cancelled, is closed rather than reused. Errors reach callers as SQLAlchemy's ``DBAPIError``
 (with ``orig``, the asyncpg exception, and its ``sqlstate``), as they did through the engine,
 so :data:`storage.limits.DATABASE_FAILURES` and the outage handling see the same types.
@@ -123,17 +131,30 @@ class DirectTx:
 
     dialect = "postgresql"
     converters: Mapping[str, Callable[[Any], Any]] = {}
-    __slots__ = ("_connection", "_pending", "_prepare")
+    __slots__ = ("_connection", "_one", "_pending", "_prepare", "_sent")
 
     def __init__(
         self,
         connection: asyncpg.Connection,
         prepare: Callable[[str, Mapping[str, Any] | None], tuple[str, tuple[Any, ...]]],
+        *,
+        one: bool = False,
     ) -> None:
         self._connection = connection
         self._prepare = prepare
         # Tx.defer's writes not sent yet: (statement, rows), in the order they were made.
         self._pending: list[tuple[str, Sequence[Mapping[str, Any]]]] = []
+        # In autocommit (``one``) each statement commits alone: a second one would not be
+        # atomic with the first, so it is refused (a body's bug, found by its tests).
+        self._one = one
+        self._sent = 0
+
+    def _sending(self, query: str) -> None:
+        self._sent += 1
+        if self._one and self._sent > 1:
+            raise OneStatementOnly(query)
+        if STATEMENT_HOOKS:
+            _announce(query)
 
     def defer(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
@@ -191,8 +212,7 @@ class DirectTx:
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
         query, args = self._carrying(sql, params)
-        if STATEMENT_HOOKS:
-            _announce(query)
+        self._sending(query)
         return _rowcount(self._await(self._connection.execute(query, *args), query, args))
 
     def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -202,8 +222,7 @@ class DirectTx:
         prepared = [self._prepare(sql, row) for row in rows]
         query = prepared[0][0]
         batch = [args for _, args in prepared]
-        if STATEMENT_HOOKS:
-            _announce(query)
+        self._sending(query)
         self._await(self._connection.executemany(query, batch), query, batch)
 
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Any] | None:
@@ -212,8 +231,7 @@ class DirectTx:
 
     def all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
         query, args = self._carrying(sql, params)
-        if STATEMENT_HOOKS:
-            _announce(query)
+        self._sending(query)
         records = self._await(self._connection.fetch(query, *args), query, args)
         return [tuple(record) for record in records]
 
@@ -223,6 +241,16 @@ class DirectTx:
             return await_only(awaitable)
         except DRIVER_ERRORS as exc:
             raise database_error(exc, query, args) from exc
+
+
+class OneStatementOnly(RuntimeError):
+    """A one-statement transaction (autocommit) sent a second statement."""
+
+    def __init__(self, statement: str) -> None:
+        super().__init__(
+            "a Mode.WRITE_ONE / READ_ONE body sent a second statement, which would commit "
+            f"apart from the first: {statement[:200]!r}"
+        )
 
 
 def _announce(statement: str) -> None:
@@ -245,34 +273,53 @@ async def _json_codecs(connection: asyncpg.Connection) -> None:
 
 
 class DirectPool:
-    """At most ``size`` asyncpg connections, opened on demand and kept while they are sound."""
+    """At most ``size`` asyncpg connections, opened on demand and kept while they are sound.
 
-    def __init__(self, connect: Callable[[], Awaitable[asyncpg.Connection]], size: int) -> None:
+    ``levels``: for relaxed (False) and durable (True) connections, the simple query that
+    sets a session's commit durability (``synchronous_commit``); a connection is set when it
+    is opened, and again only when it is taken for the other kind with none of that kind idle.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[asyncpg.Connection]],
+        size: int,
+        levels: Mapping[bool, str] | None = None,
+    ) -> None:
         self._connect = connect
-        self._idle: list[asyncpg.Connection] = []
+        self._levels = dict(levels or {})
+        self._idle: dict[bool, list[asyncpg.Connection]] = {False: [], True: []}
         self._slots = asyncio.BoundedSemaphore(size)
-        self._open: set[asyncpg.Connection] = set()
+        self._kind: dict[asyncpg.Connection, bool] = {}  # every open connection's kind
         self.discarded = 0  # connections closed instead of pooled again (state unknown)
 
-    async def acquire(self) -> asyncpg.Connection:
+    async def acquire(self, durable: bool = False) -> asyncpg.Connection:
         try:
             async with asyncio.timeout(POOL_TIMEOUT):
                 await self._slots.acquire()
         except TimeoutError as exc:
             raise PoolTimeout(f"no database connection free within {POOL_TIMEOUT:.0f} s") from exc
+        kind = durable and bool(self._levels)
         try:
-            while self._idle:
-                connection = self._idle.pop()
-                if not connection.is_closed():
-                    return connection
-                self._open.discard(connection)
-            connection = await self._connect()
+            connection = self._idle_one(kind)
+            if connection is not None:
+                return connection
+            connection = self._idle_one(not kind) if self._levels else None
+            if connection is None:
+                connection = await self._connect()
+                self._kind[connection] = not kind  # not set yet: set below
+                try:
+                    await _json_codecs(connection)
+                except BaseException:
+                    self._forget(connection)
+                    raise
             try:
-                await _json_codecs(connection)
+                if kind in self._levels:
+                    await connection.execute(self._levels[kind])
             except BaseException:
-                connection.terminate()
+                self._forget(connection)
                 raise
-            self._open.add(connection)
+            self._kind[connection] = kind
             return connection
         except BaseException as exc:
             self._slots.release()
@@ -280,26 +327,44 @@ class DirectPool:
                 raise database_error(exc, None, None) from exc
             raise
 
+    def _idle_one(self, kind: bool) -> asyncpg.Connection | None:
+        idle = self._idle[kind]
+        while idle:
+            connection = idle.pop()
+            if not connection.is_closed():
+                return connection
+            self._kind.pop(connection, None)
+        return None
+
+    def _forget(self, connection: asyncpg.Connection) -> None:
+        self._kind.pop(connection, None)
+        self.discarded += 1
+        if not connection.is_closed():
+            connection.terminate()
+
     def release(self, connection: asyncpg.Connection, *, sound: bool) -> None:
         """Back to the pool when ``sound`` (no transaction left open), else closed."""
-        if sound and not connection.is_closed() and not connection.is_in_transaction():
-            self._idle.append(connection)
+        kind = self._kind.get(connection)
+        if (
+            sound
+            and kind is not None
+            and not connection.is_closed()
+            and not connection.is_in_transaction()
+        ):
+            self._idle[kind].append(connection)
         else:
-            self._open.discard(connection)
-            self.discarded += 1
-            if not connection.is_closed():
-                connection.terminate()
+            self._forget(connection)
         self._slots.release()
 
     async def close(self) -> None:
-        for connection in list(self._open):
+        for connection in list(self._kind):
             if not connection.is_closed():
                 try:
                     await asyncio.wait_for(connection.close(), 5)
                 except (TimeoutError, *DRIVER_ERRORS):
                     connection.terminate()
-        self._open.clear()
-        self._idle.clear()
+        self._kind.clear()
+        self._idle = {False: [], True: []}
 
 
 async def run_direct(
@@ -308,15 +373,17 @@ async def run_direct(
     prepare: Callable[[str, Mapping[str, Any] | None], tuple[str, tuple[Any, ...]]],
     *,
     begin: str | None,
+    durable: bool = False,
     before_commit: Callable[[], None] | None = None,
 ) -> T:
     """``body`` in one transaction opened with ``begin`` (a simple query: ``BEGIN`` and what
     the transaction sets for itself), or in autocommit when ``begin`` is None (one statement:
-    no BEGIN/COMMIT round trips). ``before_commit`` is called just before COMMIT is sent."""
-    connection = await pool.acquire()
+    no BEGIN/COMMIT round trips; a second is refused), on a ``durable`` connection or a
+    relaxed one. ``before_commit`` is called just before COMMIT is sent."""
+    connection = await pool.acquire(durable)
     sound = False
     try:
-        tx = DirectTx(connection, prepare)
+        tx = DirectTx(connection, prepare, one=begin is None)
         if begin is None:
             result = await greenlet_spawn(_whole, body, tx)
             sound = True

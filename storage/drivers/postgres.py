@@ -5,8 +5,8 @@ Owns the engine (migrations, ad-hoc SQL, the blocking path) and the direct path'
 (:mod:`storage.drivers.pg_direct`) of one database; the rows are the stores'. Every body runs
 in a greenlet with the ``:name`` parameters rewritten to ``$n`` once per statement. Round
 trips there are network round trips, so the repository uses ``RETURNING`` instead of
-re-reading rows, runs one-statement reads in autocommit (no BEGIN/COMMIT) and sends what a
-transaction sets for itself with its BEGIN.
+re-reading rows, runs one-statement transactions (``Mode.READ_ONE``, ``Mode.WRITE_ONE``) in
+autocommit (no BEGIN/COMMIT) and sends what a transaction sets for itself with its BEGIN.
 
 Commits: ordinary ones asynchronous (``POSTGRES_SYNCHRONOUS_COMMIT``), the ``executing`` one
 durable (``DURABLE_COMMIT``). Inside :func:`storage.limits.time_limit` (acknowledgement paths)
@@ -124,8 +124,6 @@ class PostgresDatabase:
         self._engine = engine
         # The hot path (storage.drivers.pg_direct); None: every transaction through the engine.
         self._direct = direct
-        level = POSTGRES_SYNCHRONOUS_COMMIT  # as it is when the database is opened
-        self._relax = relaxed_commit(level) if level is not None else None
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         # A new engine on the same database and settings, for :meth:`run_blocking`.
         self._reconnect = reconnect
@@ -141,13 +139,11 @@ class PostgresDatabase:
         if self._direct is not None and deadline is not None:
             return await self._run_direct_until(body, deadline, durable)
         if self._direct is not None and deadline is None:
-            if mode is Mode.READ_ONE and not durable:
-                return await run_direct(self._direct, body, prepared, begin=None)
-            if durable:
-                begin = f"BEGIN; {DURABLE_COMMIT}"
-            else:
-                begin = "BEGIN" if self._relax is None else f"BEGIN; {self._relax}"
-            return await run_direct(self._direct, body, prepared, begin=begin)
+            # The commit's durability is the connection's (pg_direct.DirectPool's levels).
+            one = mode is Mode.WRITE_ONE or (mode is Mode.READ_ONE and not durable)
+            return await run_direct(
+                self._direct, body, prepared, begin=None if one else "BEGIN", durable=durable
+            )
         if durable:
             body = _durably(body)
         if deadline is not None:
@@ -166,22 +162,18 @@ class PostgresDatabase:
         if remaining <= 0:
             raise DatabaseBusy("the time limit passed before the transaction could start")
         limit_ms = max(int(remaining * 1000), 1)
-        parts = [
-            "BEGIN",
-            f"SELECT set_config('lock_timeout', '{limit_ms}', true), "
-            f"set_config('statement_timeout', '{limit_ms}', true)",
-        ]
-        if durable:
-            parts.append(DURABLE_COMMIT)
-        elif self._relax is not None:
-            parts.append(self._relax)
+        begin = (
+            f"BEGIN; SELECT set_config('lock_timeout', '{limit_ms}', true), "
+            f"set_config('statement_timeout', '{limit_ms}', true)"
+        )
         try:
             async with asyncio.timeout(remaining + PG_UNRESPONSIVE_GRACE) as client_timeout:
                 return await run_direct(
                     self._direct,
                     body,
                     prepared,
-                    begin="; ".join(parts),
+                    begin=begin,
+                    durable=durable,
                     # COMMIT, once sent, is waited for (see _run_until)
                     before_commit=lambda: client_timeout.reschedule(None),
                 )
@@ -284,9 +276,10 @@ def _run_postgres(connection: Connection, body: Callable[[Tx], T]) -> T:
 # ``wal_writer_delay``, 600 ms by default: a decision, a pause, a run's end, which the sweeper
 # and Slack's buttons then redo), never a crash of the bot; and the one record whose loss
 # would run a tool twice, ``executing``, is committed durably (``DURABLE_COMMIT``), which also
-# flushes every asynchronous commit before it. Set per transaction (SET LOCAL, sent with its
-# BEGIN: no round trip of its own, and no session state left on a connection that a pooler
-# such as PgBouncer may hand to another client), and only from ``on`` (the default): a
+# flushes every asynchronous commit before it. On the direct path it is the connection's
+# session setting (``commit_levels``: relaxed and durable connections, so a one-statement
+# transaction in autocommit needs no SET LOCAL); through the engine, SET LOCAL for the
+# durable transaction. Lowered only from ``on`` (the default): a
 # stronger setting of the server, database or role (``remote_apply``, a synchronous standby)
 # is kept for every commit. None: the server's setting for every commit. "off" or "local".
 POSTGRES_SYNCHRONOUS_COMMIT: str | None = "off"
@@ -329,20 +322,36 @@ def direct_pool(engine: AsyncEngine, engine_kwargs: Mapping[str, Any]) -> Direct
     async def connect() -> Any:
         return await asyncpg.connect(**params)
 
-    return DirectPool(connect, max(size, 1))
+    return DirectPool(connect, max(size, 1), commit_levels())
+
+
+def commit_levels() -> dict[bool, str]:
+    """The direct pool's session settings: relaxed connections (False) commit at
+    ``POSTGRES_SYNCHRONOUS_COMMIT``, durable ones (True) as ``DURABLE_COMMIT`` says. Each
+    starts from the server's (or role's, or database's) own setting, so a connection can
+    change kind."""
+    relaxed = "RESET synchronous_commit"
+    if POSTGRES_SYNCHRONOUS_COMMIT is not None:
+        relaxed += "; " + _for_session(relaxed_commit(POSTGRES_SYNCHRONOUS_COMMIT))
+    return {False: relaxed, True: "RESET synchronous_commit; " + _for_session(DURABLE_COMMIT)}
+
+
+def _for_session(statement: str) -> str:
+    """A ``set_config(..., true)`` statement (this transaction) made the session's."""
+    assert statement.count(", true)") == 1
+    return statement.replace(", true)", ", false)")
 
 
 def relax_commits(engine: AsyncEngine) -> None:
     """With ``POSTGRES_DIRECT`` off (the engine for every transaction, kept to measure the
     direct path against), every new connection of ``engine`` commits at
-    ``POSTGRES_SYNCHRONOUS_COMMIT``, for the session. The direct path sets it per
-    transaction instead (``relaxed_commit``)."""
+    ``POSTGRES_SYNCHRONOUS_COMMIT``, for the session, as the direct path's relaxed ones do."""
     from sqlalchemy import event
 
     level = POSTGRES_SYNCHRONOUS_COMMIT
     if level is None or POSTGRES_DIRECT:
         return
-    statement = relaxed_commit(level).replace(", true)", ", false)")
+    statement = _for_session(relaxed_commit(level))
 
     @event.listens_for(engine.sync_engine, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:

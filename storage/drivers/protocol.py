@@ -27,6 +27,11 @@ class Mode(enum.Enum):
     WRITE = "write"  # BEGIN IMMEDIATE on SQLite: the write lock up front
     READ = "read"  # several statements that must see one snapshot
     READ_ONE = "read_one"  # one statement: no BEGIN/COMMIT round trips
+    # One statement that writes (with the rows it carries, Tx.defer): PostgreSQL's direct
+    # path sends it alone, committed on its own (no BEGIN/COMMIT round trips), so the body
+    # cannot roll it back by raising after it; elsewhere a WRITE. For the hot transactions
+    # PostgreSQL can do in one statement (data-modifying CTEs), which SQLite cannot.
+    WRITE_ONE = "write_one"
 
 
 class Tx(Protocol):

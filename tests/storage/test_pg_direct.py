@@ -15,6 +15,7 @@ import contextlib
 import asyncpg
 import pytest
 
+from storage.drivers import pg_direct
 from storage.limits import DATABASE_FAILURES
 from storage.repository import Mode, Tx
 from tests.conftest import POSTGRES_URL, Database
@@ -43,3 +44,55 @@ async def test_a_connection_the_server_ended_is_a_database_failure(
             assert await repo.database.run(backend_pid, mode) != pid
     finally:
         await admin.close()
+
+
+def commit_level(tx: Tx) -> str:
+    row = tx.one("SELECT current_setting('synchronous_commit')")
+    assert row is not None
+    return str(row[0])
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_a_one_statement_write_is_sent_alone_without_begin_or_commit(
+    database: Database,
+) -> None:
+    repo = await database.open()
+    await repo.database.execute_sql("CREATE TABLE one_statement (n integer)")
+    sent: list[str] = []
+    pg_direct.STATEMENT_HOOKS.append(sent.append)
+    try:
+
+        def write(tx: Tx) -> int:
+            return tx.execute("INSERT INTO one_statement (n) VALUES (:n)", {"n": 1})
+
+        assert await repo.database.run(write, Mode.WRITE_ONE) == 1
+        assert sent == ["INSERT INTO one_statement (n) VALUES ($1)"]
+
+        # A second statement would commit apart from the first: refused, and the first
+        # (already committed, as autocommit does) is all that was written.
+        def two(tx: Tx) -> None:
+            tx.execute("INSERT INTO one_statement (n) VALUES (:n)", {"n": 2})
+            tx.execute("INSERT INTO one_statement (n) VALUES (:n)", {"n": 3})
+
+        with pytest.raises(pg_direct.OneStatementOnly):
+            await repo.database.run(two, Mode.WRITE_ONE)
+
+        def numbers(tx: Tx) -> list[int]:
+            return [row[0] for row in tx.all("SELECT n FROM one_statement ORDER BY n")]
+
+        assert await repo.database.run(numbers, Mode.READ_ONE) == [1, 2]
+    finally:
+        pg_direct.STATEMENT_HOOKS.remove(sent.append)
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_durability_is_the_connections_and_follows_it_when_it_changes_kind(
+    database: Database,
+) -> None:
+    """Relaxed and durable connections, whichever one the pool had idle: a transaction never
+    commits at the other kind's level, in autocommit or in a transaction."""
+    repo = await database.open()
+    for _ in range(3):
+        for mode in (Mode.WRITE_ONE, Mode.WRITE, Mode.READ_ONE):
+            assert await repo.database.run(commit_level, mode) == "off"
+            assert await repo.database.run(commit_level, mode, durable=True) == "on"

@@ -169,6 +169,8 @@ class SQLiteDatabase:
     async def run(
         self, body: Callable[[Tx], T], mode: Mode, *, inline: bool = True, durable: bool = False
     ) -> T:
+        if mode is Mode.WRITE_ONE:  # one statement is no cheaper in-process than several
+            mode = Mode.WRITE
         if inline and self._inline is not None:
             # Still a scheduling point, as any I/O would be (4.5 us): without it a burst of
             # work (100 resumes after 100 clicks) runs in long stretches and Slack's acks wait
@@ -249,6 +251,8 @@ class SQLiteDatabase:
         """Run ``body`` and wait for its commit without awaiting: for code on the event loop's
         thread that cannot await (a sync call inside an async tool). Rare by design: it
         blocks the loop for one transaction."""
+        if mode is Mode.WRITE_ONE:
+            mode = Mode.WRITE
         executor = self._writer if mode is Mode.WRITE else self._readers
         return executor.submit(self._run_threaded, body, mode).result()
 
