@@ -381,14 +381,6 @@ def errors_by_block(
     return blocks
 
 
-def first_input(approval: Approval | None, schema: dict[str, Any]) -> str:
-    """The block an error about the whole form is shown on."""
-    if approval is None:
-        return WHOLE_BLOCK
-    fields = _fields(schema, current_arguments(approval))
-    return WHOLE_BLOCK if fields is None else FIELD_PREFIX + next(iter(fields))
-
-
 # -- the card ----------------------------------------------------------------------------
 
 
