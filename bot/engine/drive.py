@@ -383,6 +383,8 @@ class Drives:
                 now=self.leases.clock(),
                 # The drafted calls' safe point (bot.gate.safe_points): nothing ran since.
                 stop_if_held=turn.unchecked_drafts,
+                # As this drive knows it: the common pause is then one statement (PostgreSQL).
+                run=run,
             )
         except RunHeld as held:
             return await self._held_before_drafts(run, history, turn, owner, held.action)

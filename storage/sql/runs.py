@@ -52,12 +52,23 @@ RELEASE_LEASES = (
 )
 # Also returns the run's hold: the safe point of the calls whose approval this pause asks
 # for (bot.gate.safe_points), in the transaction that would store them.
-PAUSE_RUN = (
+_PAUSE = (
     "UPDATE runs SET status = 'paused', history = :history, turn = turn + 1, "
     "lease_owner = NULL, lease_expires_at = NULL, updated_at = :now "
-    f"WHERE id = :id AND lease_owner = :worker AND status IN ({_ACTIVE}) "
-    "RETURNING turn, requester, team_id, channel, thread_ts, "
+    f"WHERE id = :id AND lease_owner = :worker AND status IN ({_ACTIVE})"
+)
+PAUSE_RUN = (
+    f"{_PAUSE} RETURNING turn, requester, team_id, channel, thread_ts, "
     "(SELECT action FROM run_holds WHERE run_holds.run_id = runs.id), agent"
+)
+# PostgreSQL's one-statement pause (storage.sql.pauses): PAUSE_RUN only while the run is as
+# its drive knows it (the turn, and the columns its approvals copy, are the values its rows
+# were made with) and no operator's hold is asked for on it; otherwise nothing, and the whole
+# transaction runs as PAUSE_RUN's.
+PAUSE_FREE_RUN = (
+    f"{_PAUSE} AND turn = :turn AND requester = :requester AND team_id = :team_id "
+    "AND channel = :channel AND thread_ts = :thread_ts AND agent IS NOT DISTINCT FROM :agent "
+    "AND NOT EXISTS (SELECT 1 FROM run_holds WHERE run_holds.run_id = runs.id) RETURNING id"
 )
 FINISH_RUN = (
     "UPDATE runs SET status = :status, answer = :answer, error = :error, lease_owner = NULL, "

@@ -5,16 +5,23 @@ adopted from its armed row, a retry), with their approvers (``approval_approvers
 reach (``approval_reach``, :mod:`.reach`) and their audit, written with the run's ``paused``
 history so that a paused run always has what it waits on. A pause whose rows were all settled
 meanwhile (a callback that already came back) claims its own resume.
+
+On PostgreSQL the common pause (new rows only, no hold) is first tried as one statement in
+autocommit (:func:`fast_pause`, :mod:`storage.sql.pauses`): the same rows, one round trip
+instead of four; when it does not apply it writes nothing and the whole transaction runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
+from sqlalchemy import JSON, Boolean, DateTime, Integer, String
+
 from storage.drivers import Database, Mode, Tx
-from storage.models import Approval
+from storage.models import Approval, Base, Run
 from storage.records import (
     ApprovalDraft,
     LeaseLost,
@@ -31,7 +38,8 @@ from storage.sql.approvals import (
     approver_rows,
 )
 from storage.sql.events import INSERT_AUDIT, audit_row, rule_matched_row
-from storage.sql.reach import ReachPlan
+from storage.sql.pauses import fast_pause_sql, guarded_params
+from storage.sql.reach import INSERT_REACH, ReachPlan, reach_rows
 from storage.sql.runs import PAUSE_RUN
 from storage.sql.waits import ADOPT_CALLBACK
 from storage.stores.delegations import hold_children_as_parent, insert_children
@@ -40,7 +48,10 @@ from storage.stores.rows import APPROVALS
 from storage.stores.transitions import claim_resume
 from storage.values import json_text, storable
 
-WRITE = Mode.WRITE
+WRITE, WRITE_ONE = Mode.WRITE, Mode.WRITE_ONE
+# PostgreSQL stores the common pause in one statement (fast_pause); tests turn it off to
+# compare its rows with the whole transaction's.
+FAST_PAUSE = True
 
 # The audit event that records each kind of pause being asked for.
 REQUESTED_EVENT = {
@@ -53,6 +64,143 @@ REQUESTED_EVENT = {
 }
 # A tool call id longer than its column is refused before the transaction (ValueTooLong).
 TOOL_CALL_ID_LIMIT: int = getattr(Approval.__table__.c.tool_call_id.type, "length", 0)
+
+
+def pause_rows(
+    run_id: str,
+    drafts: Sequence[ApprovalDraft],
+    *,
+    turn: int,
+    requester: str,
+    team_id: str,
+    channel: str,
+    thread_ts: str,
+    agent: str | None,
+    now: datetime,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A pause's new ``approvals`` rows (its drafts not adopted) and its audit rows, in order:
+    the same for the whole transaction and the one-statement pause."""
+    rows = [
+        approval_row(
+            draft,
+            run_id=run_id,
+            turn=turn,
+            requester=requester,
+            team_id=team_id,
+            channel=channel,
+            thread_ts=thread_ts,
+            now=now,
+            agent=agent,
+        )
+        for draft in drafts
+        if not draft.adopt
+    ]
+    audits = [audit_row(now, "run_paused", run_id=run_id, approvals=[d.id for d in drafts])]
+    audits += [
+        audit_row(
+            now,
+            REQUESTED_EVENT[draft.kind],
+            run_id=run_id,
+            approval_id=draft.id,
+            actor=requester,
+            tool=draft.tool_name,
+            arguments=draft.arguments,
+            expires_at=draft.expires_at.isoformat(),
+            **({"min_approvals": draft.min_approvals} if draft.min_approvals > 1 else {}),
+        )
+        for draft in drafts
+    ]
+    audits += [rule_matched_row(now, run_id, requester, d) for d in drafts if d.rule]
+    return rows, audits
+
+
+def _casts(table: str) -> dict[str, str]:
+    """The SQL types of ``table``'s columns that a parameter typed as text cannot fill (text
+    fills text and varchar columns, whose length the column still checks)."""
+    casts = {}
+    for column in Base.metadata.tables[table].columns:
+        kind = column.type
+        if isinstance(kind, String):
+            continue
+        if isinstance(kind, DateTime):
+            casts[column.name] = "TIMESTAMP"
+        elif isinstance(kind, JSON):
+            casts[column.name] = "JSON"
+        elif isinstance(kind, Boolean):
+            casts[column.name] = "BOOLEAN"
+        elif isinstance(kind, Integer):
+            casts[column.name] = "INTEGER"
+        else:
+            raise TypeError(f"{table}.{column.name}: no cast for {kind!r}")
+    return casts
+
+
+# The tables of a one-statement pause: (tag, INSERT, casts), in the order of the transaction's
+# deferred rows (rows of different tables have no order among them).
+_FAST_TABLES = (
+    ("a", INSERT_APPROVAL, _casts("approvals")),
+    ("p", INSERT_APPROVER, _casts("approval_approvers")),
+    ("r", INSERT_REACH, _casts("approval_reach")),
+    ("e", INSERT_AUDIT, _casts("audit_events")),
+)
+
+
+@lru_cache(maxsize=128)
+def _fast_statement(counts: tuple[int, ...]) -> str:
+    """The one-statement pause for these numbers of rows per table (a few shapes in all)."""
+    tables = zip(_FAST_TABLES, counts, strict=True)
+    return fast_pause_sql([(tag, insert, count, casts) for (tag, insert, casts), count in tables])
+
+
+def fast_pause(
+    run: Run,
+    *,
+    worker: str,
+    history_text: str,
+    drafts: Sequence[ApprovalDraft],
+    reach_plans: dict[str, ReachPlan],
+    now: datetime,
+) -> tuple[str, Mapping[str, Any], list[dict[str, Any]]]:
+    """The common pause as one statement (PostgreSQL): its text, parameters and approval rows.
+
+    For a pause of new rows only (nothing adopted or delegated, nothing of an earlier turn
+    still pending): its rows are those the whole transaction would make from ``run`` as the
+    drive knows it, and the run's UPDATE applies only while the row still is so and no hold
+    is asked for (``PAUSE_FREE_RUN``), else the statement writes nothing.
+    """
+    rows, audits = pause_rows(
+        run.id,
+        drafts,
+        turn=run.turn + 1,
+        requester=run.requester,
+        team_id=run.team_id,
+        channel=run.channel,
+        thread_ts=run.thread_ts,
+        agent=run.agent,
+        now=now,
+    )
+    tables = (
+        [APPROVALS.params(r) for r in rows],
+        approver_rows(rows),
+        reach_rows(rows, reach_plans),
+        audits,
+    )
+    params: dict[str, Any] = {
+        "id": run.id,
+        "worker": worker,
+        "history": history_text,
+        "now": now,
+        "turn": run.turn,
+        "requester": run.requester,
+        "team_id": run.team_id,
+        "channel": run.channel,
+        "thread_ts": run.thread_ts,
+        "agent": run.agent,
+    }
+    for (tag, _, _), table_rows in zip(_FAST_TABLES, tables, strict=True):
+        guarded_params(table_rows, tag, params)
+    statement = _fast_statement(tuple(len(t) for t in tables))
+    return statement, params, rows
 
 
 class PauseStore:
@@ -70,6 +218,7 @@ class PauseStore:
         still_pending: Sequence[str] = (),
         claimer: str | None = None,
         stop_if_held: bool = False,
+        run: Run | None = None,
     ) -> PauseOutcome:
         """Store the paused history and its new pending approvals in one transaction.
 
@@ -81,6 +230,11 @@ class PauseStore:
         (nothing ran between them and it). If an operator's hold is asked for on the run,
         nothing is written and RunHeld is raised. A Stop raises RunHeld in any case: the
         run ends at this pause rather than waiting under a hold nothing releases.
+
+        ``run``: the run as its drive knows it. On PostgreSQL a pause of new rows only is then
+        tried as one statement first (:func:`fast_pause`), which writes nothing unless the row
+        is still as ``run`` says and no hold is asked for; otherwise the whole transaction
+        runs, as without ``run``.
         """
         history_text = json_text(history)
         for draft in drafts:
@@ -93,6 +247,31 @@ class PauseStore:
         reach_plans = {
             d.id: ReachPlan(d.remind_at, d.escalate_at, tuple(d.escalate_to)) for d in drafts
         }
+        if (
+            FAST_PAUSE
+            and run is not None
+            and run.id == run_id
+            and drafts
+            and not still_pending
+            and self.database.dialect == "postgresql"
+            and not any(d.adopt or d.child is not None for d in drafts)
+        ):
+            statement, fast_params, fast_rows = fast_pause(
+                run,
+                worker=worker,
+                history_text=history_text,
+                drafts=drafts,
+                reach_plans=reach_plans,
+                now=now,
+            )
+
+            def paused(tx: Tx) -> bool:
+                return tx.one(statement, fast_params) is not None
+
+            # Autocommit: what the statement wrote is committed; it wrote nothing when it
+            # returned no row, and the whole transaction below says why (LeaseLost, a hold).
+            if await self.database.run(paused, WRITE_ONE):
+                return PauseOutcome([APPROVALS.build(r) for r in fast_rows], resume_claimed=False)
 
         def body(tx: Tx) -> PauseOutcome:
             params = {"id": run_id, "worker": worker, "history": history_text, "now": now}
@@ -116,37 +295,17 @@ class PauseStore:
                     [{"turn": turn, "id": i, "run_id": run_id} for i in still_pending],
                 )
             adopted = [adopt(tx, draft, turn) for draft in drafts if draft.adopt]
-            rows = [
-                approval_row(
-                    draft,
-                    run_id=run_id,
-                    turn=turn,
-                    requester=requester,
-                    team_id=team_id,
-                    channel=channel,
-                    thread_ts=thread_ts,
-                    now=now,
-                    agent=agent,
-                )
-                for draft in drafts
-                if not draft.adopt
-            ]
-            audits = [audit_row(now, "run_paused", run_id=run_id, approvals=[d.id for d in drafts])]
-            audits += [
-                audit_row(
-                    now,
-                    REQUESTED_EVENT[draft.kind],
-                    run_id=run_id,
-                    approval_id=draft.id,
-                    actor=requester,
-                    tool=draft.tool_name,
-                    arguments=draft.arguments,
-                    expires_at=draft.expires_at.isoformat(),
-                    **({"min_approvals": draft.min_approvals} if draft.min_approvals > 1 else {}),
-                )
-                for draft in drafts
-            ]
-            audits += [rule_matched_row(now, run_id, requester, d) for d in drafts if d.rule]
+            rows, audits = pause_rows(
+                run_id,
+                drafts,
+                turn=turn,
+                requester=requester,
+                team_id=team_id,
+                channel=channel,
+                thread_ts=thread_ts,
+                agent=agent,
+                now=now,
+            )
             # Deferred (Tx.defer): no later statement of this pause reads them (the children's
             # runs only point at their approvals; the claim below runs when there are none),
             # so on PostgreSQL they go out together, in one statement.
