@@ -70,19 +70,19 @@ START_CLAIMED_RUN = (
 # The call's safe point too (bot.gate.safe_points): the row it returns says whether an
 # operator's hold is asked for on the run, read in the transaction that would start the call
 # (its caller rolls the start back if so), so the drive makes no read of its own for it.
-_HOLD_OF_APPROVAL_RUN = "(SELECT action FROM run_holds WHERE run_holds.run_id = approvals.run_id)"
+HOLD_OF_APPROVAL_RUN = "(SELECT action FROM run_holds WHERE run_holds.run_id = approvals.run_id)"
 # An approved call starts only before its approval expires, and (fenced) only for the drive
 # that holds its run's lease: a drive that lost it never starts a gated call.
 BEGIN_EXECUTION = (
     "UPDATE approvals SET status = 'executing', executed_at = :now "
     "WHERE id = :id AND status = 'approved' AND expires_at > :now "
-    f"RETURNING run_id, {_HOLD_OF_APPROVAL_RUN}"
+    f"RETURNING run_id, {HOLD_OF_APPROVAL_RUN}"
 )
 BEGIN_EXECUTION_FENCED = (
     "UPDATE approvals SET status = 'executing', executed_at = :now "
     "WHERE id = :id AND status = 'approved' AND expires_at > :now AND EXISTS ("
     "SELECT 1 FROM runs WHERE runs.id = approvals.run_id AND runs.lease_owner = :owner) "
-    f"RETURNING run_id, {_HOLD_OF_APPROVAL_RUN}"
+    f"RETURNING run_id, {HOLD_OF_APPROVAL_RUN}"
 )
 # A drive's lease check after a gated call, in the transaction that records its result.
 RENEW_LEASE_OF_APPROVAL = (
@@ -93,7 +93,7 @@ RENEW_LEASE_OF_APPROVAL = (
 # since, the drive's next safe point (before the model call) takes this as its read.
 RECORD_EXECUTION = (
     "UPDATE approvals SET status = 'executed', result = :result "
-    f"WHERE id = :id AND status = 'executing' RETURNING run_id, {_HOLD_OF_APPROVAL_RUN}"
+    f"WHERE id = :id AND status = 'executing' RETURNING run_id, {HOLD_OF_APPROVAL_RUN}"
 )
 # The worker that ran the call finished after its run was taken over and the taker had
 # recorded the outcome as unknown: the result is still the truth, and nobody re-runs it.

@@ -46,15 +46,21 @@ def audit_row(
     }
 
 
-def audited_postgres(statement: str, run_column: str = "run_id") -> str:
+def audited_postgres(statement: str, run_column: str = "run_id", *, before: str = "") -> str:
     """PostgreSQL only (data-modifying CTEs): ``statement``, a write whose ``RETURNING`` has
     the run's id (``run_column``), and for each row it returns one audit event, in one
     statement (one round trip instead of two). It returns what ``statement`` returns, and
     only its one write takes locks, so the order of locks is the statement's. Parameters:
     those of :func:`audit_row` prefixed ``audit_`` (its run id is the returned one); see
-    :func:`audited_params`. SQLite runs the two statements."""
+    :func:`audited_params`. SQLite runs the two statements.
+
+    ``before``: CTEs (``name AS (...), ...``) that ``statement`` may refer to, such as the
+    run's row it locks first; their locks then come first only if ``statement`` reads them
+    before it writes (an uncorrelated subquery in its WHERE: evaluated before any row of
+    its own is locked)."""
+    head = f"WITH {before}, " if before else "WITH "
     return (
-        f"WITH changed AS ({statement}), audited AS ("
+        f"{head}changed AS ({statement}), audited AS ("
         "INSERT INTO audit_events (at, run_id, approval_id, event, actor, detail) "
         f"SELECT CAST(:audit_at AS TIMESTAMP), changed.{run_column}, :audit_approval_id, "
         ":audit_event, :audit_actor, CAST(:audit_detail AS JSON) FROM changed) "

@@ -11,7 +11,7 @@ resumes it, and a stalled worker finishing it meanwhile does not record over tha
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,17 +31,24 @@ from storage.sql.approvals import (
 )
 from storage.sql.checkpoints import HAS_CHECKPOINT
 from storage.sql.events import audit_row, audited_params, audited_postgres
+from storage.sql.executions import BEGIN_EXECUTION_ONE, RECORD_EXECUTION_RENEWING
 from storage.stores.events import audit
 
-WRITE = Mode.WRITE
+WRITE, WRITE_ONE = Mode.WRITE, Mode.WRITE_ONE
 RECORDED_AUDITED = audited_postgres(RECORD_EXECUTION)
+
+# PostgreSQL: the usual start and recording in one statement (storage.sql.executions) before
+# the full transaction. False (tests): the full transaction alone, to compare the rows.
+ONE_STATEMENT = True
 
 
 class ExecutionStore:
     database: Database
     # Called inside ``begin_execution``'s transaction, after its UPDATE, before its COMMIT:
     # diagnostics and tests read the connection's commit durability from there (the
-    # transaction the ``executing`` record is committed in, not a look-alike).
+    # transaction the ``executing`` record is committed in, not a look-alike). On PostgreSQL
+    # the one-statement start then runs in a transaction (a second statement would not be
+    # allowed in autocommit) on the same kind of connection, whose session sets the level.
     inside_begin_execution: Callable[[Tx], None] | None = None
 
     async def begin_execution(
@@ -75,6 +82,24 @@ class ExecutionStore:
         # PostgreSQL: the audit row goes with the UPDATE (audited_postgres), one round trip.
         started = audit_row(now, "execution_started", approval_id=approval_id)
         audited_sql, audited = audited_postgres(sql), audited_params(params, started)
+
+        if ONE_STATEMENT and self.database.dialect == "postgresql":
+            one_sql = BEGIN_EXECUTION_ONE[(owner is not None, stop_if_held)]
+            hook = self.inside_begin_execution
+
+            def one(tx: Tx) -> bool:
+                if tx.one(one_sql, audited) is None:
+                    return False
+                if hook is not None:
+                    hook(tx)
+                return True
+
+            # Autocommit, one round trip; with the hook (tests), the same statement in a
+            # transaction on the same durable connection, so the hook reads its commit level.
+            if await self.database.run(one, WRITE if hook else WRITE_ONE, durable=True):
+                return True
+            # Nothing was written (a hold to stop at, or the call must not start): the full
+            # transaction says which, and raises RunHeld for the hold.
 
         def body(tx: Tx) -> bool:
             if owner is not None:
@@ -142,6 +167,21 @@ class ExecutionStore:
         lease = None
         if owner is not None and lease_until is not None:
             lease = {"id": approval_id, "owner": owner, "lease_until": lease_until}
+
+        if ONE_STATEMENT and self.database.dialect == "postgresql":
+            one_sql = RECORDED_AUDITED if lease is None else RECORD_EXECUTION_RENEWING
+            one_params = audited_params({**params, **(lease or {})}, recorded)
+
+            def one(tx: Tx) -> Sequence[Any] | None:
+                return tx.one(one_sql, one_params)
+
+            row = await self.database.run(one, WRITE_ONE)
+            if row is not None:
+                if on_hold is not None:
+                    on_hold(None if row[1] is None else str(row[1]))
+                return lease is None or bool(row[2])
+            # Not ``executing``, or a checkpointed call's run no longer ours: nothing recorded
+            # (a renewed lease at most, renewed again below); the full transaction decides.
 
         def body(tx: Tx) -> bool:
             # The run's row first, as every transaction takes them (see LOCK_RUN).
