@@ -36,6 +36,10 @@ from storage.stores.events import audit
 
 WRITE, WRITE_ONE = Mode.WRITE, Mode.WRITE_ONE
 RECORDED_AUDITED = audited_postgres(RECORD_EXECUTION)
+BEGIN_AUDITED = {
+    False: audited_postgres(BEGIN_EXECUTION),
+    True: audited_postgres(BEGIN_EXECUTION_FENCED),
+}
 
 # PostgreSQL: the usual start and recording in one statement (storage.sql.executions) before
 # the full transaction. False (tests): the full transaction alone, to compare the rows.
@@ -81,7 +85,7 @@ class ExecutionStore:
 
         # PostgreSQL: the audit row goes with the UPDATE (audited_postgres), one round trip.
         started = audit_row(now, "execution_started", approval_id=approval_id)
-        audited_sql, audited = audited_postgres(sql), audited_params(params, started)
+        audited_sql, audited = BEGIN_AUDITED[owner is not None], audited_params(params, started)
 
         if ONE_STATEMENT and self.database.dialect == "postgresql":
             one_sql = BEGIN_EXECUTION_ONE[(owner is not None, stop_if_held)]
