@@ -10,7 +10,8 @@ select different rows. Why plain text rather than SQLAlchemy Core: its execution
 transaction (see :mod:`storage.drivers.sqlite`).
 
 The statements are in one module per aggregate (:mod:`.runs`, :mod:`.approvals`,
-:mod:`.waits`, :mod:`.decisions`, :mod:`.votes`, :mod:`.edits`, :mod:`.grants`, :mod:`.reach`, :mod:`.home`,
+:mod:`.decisions`, :mod:`.waits`, :mod:`.votes`, :mod:`.edits`, :mod:`.grants`,
+:mod:`.reach`, :mod:`.home`,
 :mod:`.events`, :mod:`.installations`, :mod:`.stats`); whole rows name their columns from
 :mod:`.columns`, declared there as the models declare them (a test checks they agree). This
 package exports the column lists and the builders.
