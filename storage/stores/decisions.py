@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any
 
 from storage.drivers import Database, Mode, Tx
 from storage.hashes import shows_current
@@ -64,6 +63,7 @@ class DecisionStore:
         actor_name: str | None = None,
         shown: str | None = None,
         not_allowed_voters: Collection[str] = (),
+        at_once: bool = True,
     ) -> DecisionOutcome | None:
         """Record a decision if the approval is still pending and unexpired.
 
@@ -82,7 +82,8 @@ class DecisionStore:
         Approve of a pending approval whose arguments are no longer those changes nothing
         and comes back ``stale`` (None: not from a card, nothing to compare).
         ``not_allowed_voters``: earlier voters found no longer allowed; their votes are
-        discarded and do not count (storage.stores.votes).
+        discarded and do not count (storage.stores.votes). ``at_once`` False: the caller
+        tried :meth:`decide_at_once` just now, so the full transaction runs at once.
         """
         status = "approved" if approve else "denied"
         # The name is what people knew the decider as: it cannot be longer than its column.
@@ -97,32 +98,14 @@ class DecisionStore:
             **({"actor_name": actor_name} if actor_name else {}),
         )
 
-        if (
-            FAST_DECIDE
-            and self.database.dialect == "postgresql"
-            and claim
-            and grant is None
-            and not not_allowed_voters
-        ):
+        if at_once and claim and grant is None and not not_allowed_voters:
             # The common decision in one round trip; when it is not that, it changed nothing
             # and the full transaction below decides.
-            fast = decide_and_claim_sql(shown if approve else None)
-            if fast is not None:
-                params = {
-                    "id": approval_id,
-                    "status": status,
-                    "actor": actor,
-                    "actor_name": actor_name,
-                    "reason": reason,
-                    "now": now,
-                    "worker": worker,
-                    "lease_until": lease_until,
-                    "shown": shown,
-                    **{f"audit_{name}": value for name, value in decided_audit.items()},
-                }
-                outcome = await self._decide_in_one(fast, params, now)
-                if outcome is not None:
-                    return outcome
+            outcome = await self._at_once(
+                approval_id, status, actor, actor_name, reason, worker, lease_until, now, shown
+            )
+            if outcome is not None:
+                return outcome
 
         def body(tx: Tx) -> DecisionOutcome | None:
             lock_run_of_approval(tx, approval_id)
@@ -174,15 +157,86 @@ class DecisionStore:
 
         return await self.database.run(body, WRITE)
 
-    async def _decide_in_one(
-        self, statement: str, params: dict[str, Any], now: datetime
+    async def decide_at_once(
+        self,
+        approval_id: str,
+        *,
+        actor: str,
+        actor_groups: Collection[str],
+        approve: bool,
+        reason: str | None,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        actor_name: str | None = None,
+        shown: str | None = None,
     ) -> DecisionOutcome | None:
-        """:data:`~storage.sql.decisions.DECIDE_AND_CLAIM`: the outcome, or None when it was not
-        that case (nothing changed)."""
-        worker, lease_until = params["worker"], params["lease_until"]
-        resumed = audit_row(now, "run_resumed", run_id=None, worker=worker)
-        params |= {f"resumed_{name}": value for name, value in resumed.items()}
+        """:meth:`decide` (with ``claim``, no grant, no discarded votes) for a caller that has
+        not read the approval nor checked who may decide: on PostgreSQL, the common decision
+        in one statement that also checks that ``actor`` (in ``actor_groups``) may decide it
+        (bot.policy's rule, in SQL). None when it was not that (nothing changed; always on
+        SQLite): the caller reads the approval, checks, and calls :meth:`decide`."""
+        status = "approved" if approve else "denied"
+        actor_name = actor_name[:255] if actor_name else None
+        return await self._at_once(
+            approval_id,
+            status,
+            actor,
+            actor_name,
+            reason,
+            worker,
+            lease_until,
+            now,
+            shown,
+            actor_groups=actor_groups,
+        )
 
+    async def _at_once(
+        self,
+        approval_id: str,
+        status: str,
+        actor: str,
+        actor_name: str | None,
+        reason: str | None,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        shown: str | None,
+        actor_groups: Collection[str] | None = None,
+    ) -> DecisionOutcome | None:
+        """:data:`~storage.sql.decisions.DECIDE_AND_CLAIM` (PostgreSQL): the outcome, or None
+        when it was not that case (nothing changed). ``actor_groups`` given: it also checks
+        who may decide."""
+        if not FAST_DECIDE or self.database.dialect != "postgresql":
+            return None
+        statement = decide_and_claim_sql(
+            shown if status == "approved" else None, authorize=actor_groups is not None
+        )
+        if statement is None:
+            return None
+        decided = audit_row(
+            now,
+            f"approval_{status}",
+            approval_id=approval_id,
+            actor=actor,
+            reason=reason,
+            **({"actor_name": actor_name} if actor_name else {}),
+        )
+        resumed = audit_row(now, "run_resumed", worker=worker)
+        params = {
+            "id": approval_id,
+            "status": status,
+            "actor": actor,
+            "actor_name": actor_name,
+            "reason": reason,
+            "now": now,
+            "worker": worker,
+            "lease_until": lease_until,
+            "shown": shown,
+            "actor_groups": list(actor_groups or ()),
+            **{f"audit_{name}": value for name, value in decided.items()},
+            **{f"resumed_{name}": value for name, value in resumed.items()},
+        }
         width = len(APPROVAL_COLUMNS.names)
 
         def body(tx: Tx) -> tuple[str, Approval, Run | None] | None:
