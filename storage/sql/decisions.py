@@ -24,7 +24,9 @@ Why each part is as it is:
   a sibling decision that committed in between is not seen, so the caller claims again in a
   transaction of its own when this decided, did not claim and the run is paused
   (``DecisionStore.decide``); ``status = 'paused'`` is re-checked on the locked row, so the
-  claim is made once.
+  claim is made once. And it claims nothing when the run's row changed since the snapshot
+  (``xmin``: the locked row's version against the snapshot's): a pause that committed in
+  between may have added approvals the snapshot does not show.
 - ``audited``: both audit rows in one INSERT, the decision's first: the rows of one statement's
   CTEs are numbered in no set order, and the trail is read in id order.
 """
@@ -57,6 +59,7 @@ def _decide_and_claim(shows: str) -> str:
         "SELECT 1 FROM approvals WHERE approvals.run_id = runs.id "
         "AND approvals.status = 'pending' AND approvals.id <> :id) "
         "AND NOT EXISTS (SELECT 1 FROM run_holds WHERE run_holds.run_id = runs.id) "
+        "AND runs.xmin = (SELECT r.xmin FROM runs AS r WHERE r.id = runs.id) "
         f"RETURNING {RUN_COLUMNS.sql}), "
         "audited AS (INSERT INTO audit_events (at, run_id, approval_id, event, actor, detail) "
         "SELECT at, run_id, approval_id, event, actor, detail FROM ("

@@ -29,6 +29,7 @@ from storage.hashes import UNEDITED, fingerprint
 from storage.models import Approval
 from storage.records import DecisionOutcome, GrantDraft
 from storage.repository import Repository
+from storage.sql import APPROVAL_COLUMNS
 from storage.sql import decisions as sql_decisions
 from storage.stores import decisions
 from tests.conftest import BASE_CONFIG, POSTGRES_URL, Database, make_config
@@ -311,6 +312,36 @@ async def test_a_decision_whose_snapshot_missed_its_siblings_decision_claims_aft
     assert outcome is not None and outcome.approval.status == "approved"
     assert outcome.resume_claimed
     assert await resumes(repo, first.run_id) == 1
+
+
+async def test_a_decision_whose_snapshot_missed_a_new_pause_does_not_claim(
+    runner: Runner, repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same wait, while the run's row changes and a new approval of it appears (as a pause
+    writes them): the snapshot shows neither, so the statement must not claim the resume on
+    it; the claim after it sees the new approval pending and claims nothing either."""
+    real = sql_decisions.STATEMENTS[None, False]
+    monkeypatch.setitem(sql_decisions.STATEMENTS, (None, False), real.replace(" SKIP LOCKED", ""))
+    [approval] = await ask(runner, "new pause")
+    copy = ", ".join(
+        {"id": "'apr_new'", "tool_call_id": "'tc_new'"}.get(name, name)
+        for name in APPROVAL_COLUMNS.names
+    )
+    async with locked_run(repo, approval.run_id) as admin:
+        deciding = asyncio.ensure_future(decide(repo, approval.id, utcnow()))
+        await asyncio.sleep(0.3)
+        assert not deciding.done()
+        await admin.execute("UPDATE runs SET turn = turn + 1 WHERE id = $1", approval.run_id)
+        await admin.execute(
+            f"INSERT INTO approvals ({APPROVAL_COLUMNS.sql}) SELECT {copy} FROM approvals "
+            "WHERE id = $1",
+            approval.id,
+        )
+    outcome = await deciding
+    assert outcome is not None and outcome.approval.status == "approved"
+    assert not outcome.resume_claimed
+    run = await repo.get_run(approval.run_id)
+    assert run is not None and run.status == "paused"
 
 
 @contextlib.asynccontextmanager
