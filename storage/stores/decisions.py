@@ -204,9 +204,9 @@ class DecisionStore:
         shown: str | None,
         actor_groups: Collection[str] | None = None,
     ) -> DecisionOutcome | None:
-        """:data:`~storage.sql.decisions.DECIDE_AND_CLAIM` (PostgreSQL): the outcome, or None
-        when it was not that case (nothing changed). ``actor_groups`` given: it also checks
-        who may decide."""
+        """The one-statement decision (PostgreSQL, :mod:`storage.sql.decisions`): the outcome,
+        or None when it was not that case (nothing changed). ``actor_groups`` given: it also
+        checks who may decide."""
         if not FAST_DECIDE or self.database.dialect != "postgresql":
             return None
         statement = decide_and_claim_sql(
