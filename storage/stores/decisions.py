@@ -6,7 +6,9 @@ row count says who won: a double click, a Slack retry or a second replica loses 
 changes nothing. The decision that leaves nothing of its run pending also claims the run's
 resume in the same transaction. An Approve of an approval that needs several approvers is a
 vote (:mod:`.votes`); an approval with a grant creates it in the same transaction
-(:mod:`.grants`).
+(:mod:`.grants`). On PostgreSQL the common decision (one approver, no grant) and its claim
+are first tried as one statement in autocommit (:mod:`storage.sql.decisions`), which changes
+nothing unless it is that case; otherwise the full transaction runs, as on SQLite.
 """
 
 from __future__ import annotations
@@ -16,23 +18,31 @@ from datetime import datetime
 
 from storage.drivers import Database, Mode, Tx
 from storage.hashes import shows_current
-from storage.models import Approval
+from storage.limits import DATABASE_FAILURES
+from storage.models import Approval, Run
 from storage.records import DecisionOutcome, ExpiryOutcome, GrantDraft
 from storage.sql.approvals import APPROVAL_BY_ID, DUE_APPROVALS, EXPIRE
+from storage.sql.columns import APPROVAL_COLUMNS
+from storage.sql.decisions import decide_and_claim_sql
 from storage.sql.events import audit_row
 from storage.stores.events import audit
 from storage.stores.grants import insert_grant
-from storage.stores.rows import APPROVALS
+from storage.stores.rows import APPROVALS, RUNS
 from storage.stores.transitions import (
     cancel_paused_run,
     claim_resume,
     decide_row,
     decided_outcome,
+    lock_run,
     lock_run_of_approval,
 )
 from storage.stores.votes import approve_vote, record_deny_vote
 
-WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
+
+# PostgreSQL's one-statement decision (storage.sql.decisions); off: always the full
+# transaction (tests compare the two).
+FAST_DECIDE = True
 
 
 class DecisionStore:
@@ -53,6 +63,7 @@ class DecisionStore:
         actor_name: str | None = None,
         shown: str | None = None,
         not_allowed_voters: Collection[str] = (),
+        at_once: bool = True,
     ) -> DecisionOutcome | None:
         """Record a decision if the approval is still pending and unexpired.
 
@@ -71,7 +82,8 @@ class DecisionStore:
         Approve of a pending approval whose arguments are no longer those changes nothing
         and comes back ``stale`` (None: not from a card, nothing to compare).
         ``not_allowed_voters``: earlier voters found no longer allowed; their votes are
-        discarded and do not count (storage.stores.votes).
+        discarded and do not count (storage.stores.votes). ``at_once`` False: the caller
+        tried :meth:`decide_at_once` just now, so the full transaction runs at once.
         """
         status = "approved" if approve else "denied"
         # The name is what people knew the decider as: it cannot be longer than its column.
@@ -85,6 +97,15 @@ class DecisionStore:
             reason=reason,
             **({"actor_name": actor_name} if actor_name else {}),
         )
+
+        if at_once and claim and grant is None and not not_allowed_voters:
+            # The common decision in one round trip; when it is not that, it changed nothing
+            # and the full transaction below decides.
+            outcome = await self._at_once(
+                approval_id, status, actor, actor_name, reason, worker, lease_until, now, shown
+            )
+            if outcome is not None:
+                return outcome
 
         def body(tx: Tx) -> DecisionOutcome | None:
             lock_run_of_approval(tx, approval_id)
@@ -135,6 +156,124 @@ class DecisionStore:
             return decided_outcome(tx, approval, claim, worker, lease_until, now)
 
         return await self.database.run(body, WRITE)
+
+    async def decide_at_once(
+        self,
+        approval_id: str,
+        *,
+        actor: str,
+        actor_groups: Collection[str],
+        approve: bool,
+        reason: str | None,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        actor_name: str | None = None,
+        shown: str | None = None,
+    ) -> DecisionOutcome | None:
+        """:meth:`decide` (with ``claim``, no grant, no discarded votes) for a caller that has
+        not read the approval nor checked who may decide: on PostgreSQL, the common decision
+        in one statement that also checks that ``actor`` (in ``actor_groups``) may decide it
+        (bot.policy's rule, in SQL). None when it was not that (nothing changed; always on
+        SQLite): the caller reads the approval, checks, and calls :meth:`decide`."""
+        status = "approved" if approve else "denied"
+        actor_name = actor_name[:255] if actor_name else None
+        return await self._at_once(
+            approval_id,
+            status,
+            actor,
+            actor_name,
+            reason,
+            worker,
+            lease_until,
+            now,
+            shown,
+            actor_groups=actor_groups,
+        )
+
+    async def _at_once(
+        self,
+        approval_id: str,
+        status: str,
+        actor: str,
+        actor_name: str | None,
+        reason: str | None,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        shown: str | None,
+        actor_groups: Collection[str] | None = None,
+    ) -> DecisionOutcome | None:
+        """The one-statement decision (PostgreSQL, :mod:`storage.sql.decisions`): the outcome,
+        or None when it was not that case (nothing changed). ``actor_groups`` given: it also
+        checks who may decide."""
+        if not FAST_DECIDE or self.database.dialect != "postgresql":
+            return None
+        statement = decide_and_claim_sql(
+            shown if status == "approved" else None, authorize=actor_groups is not None
+        )
+        if statement is None:
+            return None
+        decided = audit_row(
+            now,
+            f"approval_{status}",
+            approval_id=approval_id,
+            actor=actor,
+            reason=reason,
+            **({"actor_name": actor_name} if actor_name else {}),
+        )
+        resumed = audit_row(now, "run_resumed", worker=worker)
+        params = {
+            "id": approval_id,
+            "status": status,
+            "actor": actor,
+            "actor_name": actor_name,
+            "reason": reason,
+            "now": now,
+            "worker": worker,
+            "lease_until": lease_until,
+            "shown": shown,
+            "actor_groups": list(actor_groups or ()),
+            **{f"audit_{name}": value for name, value in decided.items()},
+            **{f"resumed_{name}": value for name, value in resumed.items()},
+        }
+        width = len(APPROVAL_COLUMNS.names)
+
+        def body(tx: Tx) -> tuple[str, Approval, Run | None] | None:
+            row = tx.one(statement, params)
+            if row is None:
+                return None
+            approval_row, run_row = row[1 : 1 + width], row[1 + width :]
+            run = None if run_row[0] is None else RUNS.load(tx, run_row)
+            return row[0], APPROVALS.load(tx, approval_row), run
+
+        fast = await self.database.run(body, WRITE_ONE)
+        if fast is None:
+            return None
+        run_status, approval, run = fast
+        if run is not None:
+            return DecisionOutcome(approval=approval, resume_claimed=True, run=run)
+        if run_status != "paused":
+            return DecisionOutcome(approval=approval, resume_claimed=False)
+        # Decided, not claimed, the run paused: what this statement saw pending may have
+        # been decided between its snapshot and its lock, by a decision that saw this one
+        # pending and did not claim either. A claim of its own, under the lock with fresh
+        # statements, leaves no run stranded (it claims only if nothing is pending).
+        return await self._claim_after(approval, worker, lease_until, now)
+
+    async def _claim_after(
+        self, approval: Approval, worker: str, lease_until: datetime, now: datetime
+    ) -> DecisionOutcome:
+        def body(tx: Tx) -> DecisionOutcome:
+            lock_run(tx, approval.run_id)
+            return decided_outcome(tx, approval, True, worker, lease_until, now)
+
+        try:
+            return await self.database.run(body, WRITE)
+        except DATABASE_FAILURES:
+            # The decision is committed: it stands. The sweeper claims a paused run with
+            # nothing pending (claim_stranded_runs).
+            return DecisionOutcome(approval=approval, resume_claimed=False)
 
     async def expire(
         self, approval_id: str, *, worker: str, lease_until: datetime, now: datetime

@@ -178,10 +178,11 @@ async def test_a_transaction_cut_off_before_commit_commits_nothing_and_drops_its
     event.listen(repo.database.engine.sync_engine.pool, "invalidate", record)
     with (
         pytest.raises(DatabaseBusy),
-        # The decision's UPDATE; on PostgreSQL it carries its audit row (audited_postgres).
+        # The decision's UPDATE; on PostgreSQL it carries its audit row (audited_postgres),
+        # or is the one-statement decision with its claim (storage.sql.decisions).
         before_statement(
             repo,
-            ("UPDATE APPROVALS", "WITH CHANGED AS (UPDATE APPROVALS"),
+            ("UPDATE APPROVALS", "WITH CHANGED AS (UPDATE APPROVALS", "WITH RUN AS MATERIALIZED"),
             stall_loop_during_update,
         ),
         time_limit(LIMIT),
