@@ -24,7 +24,7 @@ from bot.clock import utcnow
 from bot.engine import Request, Runner
 from bot.policy import AlreadyDecided, ApprovalNotFound, NotAllowed, StaleCopy
 from bot.policy.policy import refusal_reason
-from storage.drivers import pg_direct, postgres
+from storage.drivers import pg_direct
 from storage.hashes import UNEDITED, fingerprint
 from storage.models import Approval
 from storage.records import DecisionOutcome, GrantDraft
@@ -463,23 +463,3 @@ async def test_runner_decide_is_one_statement_and_refuses_as_before(
         await runner.decide(approval.id, actor="U0APPROVER1", approve=False)
     resumed = await runner.resume(approval.run_id)
     assert resumed.status == "completed"
-
-
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "engine"])
-async def test_a_group_approver_decides_on_either_path(
-    database: Database, monkeypatch: pytest.MonkeyPatch, direct: bool
-) -> None:
-    """The actor's groups go to the statement as an array, through asyncpg alone or through
-    SQLAlchemy's engine (``POSTGRES_DIRECT = False``, and transactions under a time limit)."""
-    monkeypatch.setattr(postgres, "POSTGRES_DIRECT", direct)
-    repo = await database.open()
-    policy = {"approvers": ["S0OPS"]}
-    config = make_config(policies={**BASE_CONFIG["policies"], "restart_service": policy})
-    runner = Runner(repo, config, worker_id="worker-a")
-    [approval] = await ask(runner, "groups")
-    with pytest.raises(NotAllowed):
-        await runner.decide(approval.id, actor="U0X", actor_groups=["S0DEV"], approve=True)
-    decision = await runner.decide(
-        approval.id, actor="U0X", actor_groups=["S0DEV", "S0OPS"], approve=True
-    )
-    assert decision.resume_claimed and decision.approval.decided_by == "U0X"
