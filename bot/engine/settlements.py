@@ -78,30 +78,6 @@ class Settlements:
         decision's transaction. ``not_allowed_voters``: earlier quorum voters the caller
         found no longer allowed (Slack's groups, asked just now): their votes do not count.
         """
-        reason = (reason or "").strip() or None
-        # A claim is the resume's start: its lease goes straight to the drive ``resume``
-        # will run (a token of its own, so another drive of this worker is fenced off).
-        worker, lease_until = self.leases.new_owner(), self.leases.until()
-        at_once = claim_resume and grant is None and not not_allowed_voters
-        if at_once:
-            # The common decision in one round trip (PostgreSQL), who may decide checked on
-            # the row itself; None: anything else (nothing changed), read and checked below.
-            outcome = await self.repo.decide_at_once(
-                approval_id,
-                actor=actor,
-                actor_groups=list(actor_groups),
-                approve=approve,
-                reason=reason,
-                worker=worker,
-                lease_until=lease_until,
-                now=self.leases.clock(),
-                actor_name=actor_name,
-                shown=shown,
-            )
-            if outcome is not None:
-                if outcome.resume_claimed:
-                    self.claims.remember(outcome)
-                return Decision(approval=outcome.approval, resume_claimed=outcome.resume_claimed)
         approval = await self.repo.get_approval(approval_id)
         if approval is None:
             raise ApprovalNotFound(f"There is no approval {shown_id(approval_id)}.")
@@ -118,16 +94,17 @@ class Settlements:
             approval_id,
             actor=actor,
             approve=approve,
-            reason=reason,
-            worker=worker,
-            lease_until=lease_until,
+            reason=(reason or "").strip() or None,
+            # A claim is the resume's start: its lease goes straight to the drive ``resume``
+            # will run (a token of its own, so another drive of this worker is fenced off).
+            worker=self.leases.new_owner(),
+            lease_until=self.leases.until(),
             now=now,
             claim=claim_resume,
             grant=grant,
             actor_name=actor_name,
             shown=shown,
             not_allowed_voters=not_allowed_voters,
-            at_once=not at_once,
         )
         if outcome is not None and outcome.stale:
             raise StaleCopy(STALE_COPY, outcome.approval)

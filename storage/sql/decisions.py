@@ -78,33 +78,17 @@ def _decide_and_claim(shows: str) -> str:
     )
 
 
-# Who may decide, for a caller that has not checked it (``DecisionStore.decide_at_once``):
-# bot.policy.policy.refusal_reason's rule on the row itself, never looser (an ``approvers``
-# that is not a list is left to the full path). tests/storage/test_fast_decide.py checks it
-# against that function.
-_MAY_DECIDE = (
-    "AND (requester <> :actor OR allow_self_approval) "
-    "AND CASE WHEN json_typeof(approvers) = 'array' THEN json_array_length(approvers) = 0 "
-    "OR EXISTS (SELECT 1 FROM json_array_elements_text(approvers) AS approver(name) "
-    "WHERE approver.name = :actor OR approver.name = ANY(CAST(:actor_groups AS TEXT[]))) "
-    "ELSE FALSE END "
-)
-
-# By (what the clicked copy showed, whether the statement checks who may decide).
+# By what the clicked copy showed. Who may decide is bot.policy's to say, before this runs.
 SHOWS = {None: "", UNEDITED: _SHOWS_UNEDITED, "fingerprint": _SHOWS_FINGERPRINT}
-STATEMENTS = {
-    (shown, authorize): _decide_and_claim(shows + (_MAY_DECIDE if authorize else ""))
-    for shown, shows in SHOWS.items()
-    for authorize in (False, True)
-}
+STATEMENTS = {shown: _decide_and_claim(shows) for shown, shows in SHOWS.items()}
 
 
-def decide_and_claim_sql(shown: str | None, *, authorize: bool = False) -> str | None:
+def decide_and_claim_sql(shown: str | None) -> str | None:
     """The statement for a decision whose clicked copy showed ``shown`` (None: nothing to
     compare); None when that copy cannot show the approval as it is (the full transaction
-    says it is stale, or settled). ``authorize``: it also checks who may decide."""
+    says it is stale, or settled)."""
     if shown is not None and shown != UNEDITED:
         if len(shown) != FINGERPRINT_LENGTH:
             return None
         shown = "fingerprint"
-    return STATEMENTS[shown, authorize]
+    return STATEMENTS[shown]

@@ -63,7 +63,6 @@ class DecisionStore:
         actor_name: str | None = None,
         shown: str | None = None,
         not_allowed_voters: Collection[str] = (),
-        at_once: bool = True,
     ) -> DecisionOutcome | None:
         """Record a decision if the approval is still pending and unexpired.
 
@@ -82,8 +81,7 @@ class DecisionStore:
         Approve of a pending approval whose arguments are no longer those changes nothing
         and comes back ``stale`` (None: not from a card, nothing to compare).
         ``not_allowed_voters``: earlier voters found no longer allowed; their votes are
-        discarded and do not count (storage.stores.votes). ``at_once`` False: the caller
-        tried :meth:`decide_at_once` just now, so the full transaction runs at once.
+        discarded and do not count (storage.stores.votes).
         """
         status = "approved" if approve else "denied"
         # The name is what people knew the decider as: it cannot be longer than its column.
@@ -98,7 +96,7 @@ class DecisionStore:
             **({"actor_name": actor_name} if actor_name else {}),
         )
 
-        if at_once and claim and grant is None and not not_allowed_voters:
+        if claim and grant is None and not not_allowed_voters:
             # The common decision in one round trip; when it is not that, it changed nothing
             # and the full transaction below decides.
             outcome = await self._at_once(
@@ -157,40 +155,6 @@ class DecisionStore:
 
         return await self.database.run(body, WRITE)
 
-    async def decide_at_once(
-        self,
-        approval_id: str,
-        *,
-        actor: str,
-        actor_groups: Collection[str],
-        approve: bool,
-        reason: str | None,
-        worker: str,
-        lease_until: datetime,
-        now: datetime,
-        actor_name: str | None = None,
-        shown: str | None = None,
-    ) -> DecisionOutcome | None:
-        """:meth:`decide` (with ``claim``, no grant, no discarded votes) for a caller that has
-        not read the approval nor checked who may decide: on PostgreSQL, the common decision
-        in one statement that also checks that ``actor`` (in ``actor_groups``) may decide it
-        (bot.policy's rule, in SQL). None when it was not that (nothing changed; always on
-        SQLite): the caller reads the approval, checks, and calls :meth:`decide`."""
-        status = "approved" if approve else "denied"
-        actor_name = actor_name[:255] if actor_name else None
-        return await self._at_once(
-            approval_id,
-            status,
-            actor,
-            actor_name,
-            reason,
-            worker,
-            lease_until,
-            now,
-            shown,
-            actor_groups=actor_groups,
-        )
-
     async def _at_once(
         self,
         approval_id: str,
@@ -202,16 +166,12 @@ class DecisionStore:
         lease_until: datetime,
         now: datetime,
         shown: str | None,
-        actor_groups: Collection[str] | None = None,
     ) -> DecisionOutcome | None:
         """The one-statement decision (PostgreSQL, :mod:`storage.sql.decisions`): the outcome,
-        or None when it was not that case (nothing changed). ``actor_groups`` given: it also
-        checks who may decide."""
+        or None when it was not that case (nothing changed)."""
         if not FAST_DECIDE or self.database.dialect != "postgresql":
             return None
-        statement = decide_and_claim_sql(
-            shown if status == "approved" else None, authorize=actor_groups is not None
-        )
+        statement = decide_and_claim_sql(shown if status == "approved" else None)
         if statement is None:
             return None
         decided = audit_row(
@@ -233,7 +193,6 @@ class DecisionStore:
             "worker": worker,
             "lease_until": lease_until,
             "shown": shown,
-            "actor_groups": list(actor_groups or ()),
             **{f"audit_{name}": value for name, value in decided.items()},
             **{f"resumed_{name}": value for name, value in resumed.items()},
         }
