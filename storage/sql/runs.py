@@ -34,6 +34,8 @@ CONTINUE_RUN = (
     "lease_expires_at = :lease_expires_at, updated_at = :updated_at, progress_ts = NULL "
     f"WHERE id = :id AND status IN ({_FINISHED})"
 )
+# PostgreSQL: the continuation and its ``run_continued`` audit in one statement.
+CONTINUE_RUN_AUDITED = audited_postgres(f"{CONTINUE_RUN} RETURNING id AS run_id")
 SET_PROGRESS = "UPDATE runs SET progress_ts = :ts WHERE id = :id"
 # A pause's waiting message, only while the run still waits: one approved before it was
 # posted has resumed, and its resume's progress message is the one on record.

@@ -21,10 +21,11 @@ from storage.limits import DATABASE_FAILURES
 from storage.models import Approval, Run
 from storage.records import FINISHED_RUN_STATUSES, DuplicateEvent, LeaseLost, RunBusy
 from storage.sql.approvals import APPROVALS_FOR_TURN
-from storage.sql.events import CLAIM_EVENT, audit_row, audited_params
+from storage.sql.events import CLAIM_EVENT, INSERT_AUDIT, audit_row, audited_params
 from storage.sql.runs import (
     CLEAR_PROGRESS,
     CONTINUE_RUN,
+    CONTINUE_RUN_AUDITED,
     FINISH_RUN_ALONE,
     FINISH_RUN_KEEP_HISTORY,
     FINISH_RUN_WITH_HISTORY,
@@ -206,11 +207,18 @@ class RunStore:
                 updated_at=now,
                 progress_ts=None,
             )
-            if tx.execute(CONTINUE_RUN, RUNS.params(current)) != 1:
-                raise run_busy(tx, conversation_key)  # another replica continued it first
-            audit(
-                tx, now, "run_continued", run_id=current["id"], actor=requester, event_id=event_id
+            continued = audit_row(
+                now, "run_continued", run_id=current["id"], actor=requester, event_id=event_id
             )
+            if tx.dialect == "postgresql":  # with its audit row, in one round trip
+                params = audited_params(RUNS.params(current), continued)
+                moved = tx.one(CONTINUE_RUN_AUDITED, params) is not None
+            else:
+                moved = tx.execute(CONTINUE_RUN, RUNS.params(current)) == 1
+                if moved:
+                    tx.defer(INSERT_AUDIT, [continued])
+            if not moved:
+                raise run_busy(tx, conversation_key)  # another replica continued it first
             return RUNS.build(current)
 
         if ONE_STATEMENT and self.database.dialect == "postgresql":
