@@ -410,3 +410,58 @@ async def test_the_same_calls_behave_the_same_on_either_backend(repo: Repository
         "run_failed",
         "run_continued",
     ]
+
+
+@POSTGRES
+@pytest.mark.parametrize("fast", [True, False], ids=["one-statement", "full"])
+async def test_a_failed_end_waiting_on_the_run_lock_cancels_what_is_unfinished_once_it_has_it(
+    database: Database, fast: bool
+) -> None:
+    """The one statement's snapshot is taken before it waits for the run's row: approvals
+    another transaction decided meanwhile (holding the run's lock, as a decision does) are
+    re-read once locked, so what the end cancels is what the full transaction cancels."""
+    repo = await database.open()
+    admin = await asyncpg.connect(POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://"))
+    schema = await repo.database.run(lambda tx: tx.one("SELECT current_schema()"), Mode.READ_ONE)
+    assert schema is not None
+    try:
+        await admin.execute(f'SET search_path TO "{schema[0]}"')
+        run = await open_run(repo, "lock")
+        for suffix, status in (("a", "pending"), ("b", "approved"), ("c", "pending")):
+            await add_approval(repo, run.id, f"lock_apr_{suffix}", status)
+        other = admin.transaction()
+        await other.start()
+        await admin.execute("SELECT id FROM runs WHERE id = $1 FOR NO KEY UPDATE", run.id)
+        await admin.execute("UPDATE approvals SET status = 'denied' WHERE id = 'lock_apr_a'")
+        await admin.execute("UPDATE approvals SET status = 'executed' WHERE id = 'lock_apr_b'")
+        await admin.execute("UPDATE approvals SET status = 'approved' WHERE id = 'lock_apr_c'")
+        with one_statement(fast), statements() as sent:
+            end = asyncio.create_task(
+                repo.finish_run(run.id, worker="drive", status="failed", error="x", now=NOW)
+            )
+            for _ in range(100):
+                waiting = await admin.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE pg_blocking_pids(pid) @> ARRAY[pg_backend_pid()]"
+                )
+                if waiting:
+                    break
+                await asyncio.sleep(0.02)
+            assert waiting, "the end did not wait for the run's lock"
+            await other.commit()
+            assert await end is None
+        if fast:
+            sent_alone(sent)
+        rows = await rows_of(repo, "lock")
+        assert [(r[0], r[7]) for r in rows["approvals"]] == [
+            ("X_apr_a", "denied"),
+            ("X_apr_b", "executed"),
+            ("X_apr_c", "cancelled"),
+        ]
+        assert [(r[2], r[3]) for r in rows["audit_events"]] == [
+            (None, "run_started"),
+            (None, "run_failed"),
+            ("X_apr_c", "approval_cancelled"),
+        ]
+    finally:
+        await admin.close()
