@@ -117,6 +117,9 @@ class RunStore:
         same transaction, so an event counts as processed exactly when its request is stored:
         a redelivery raises DuplicateEvent and stores nothing. A busy conversation still
         records the event (then RunBusy is raised), so a retry is not answered twice.
+
+        PostgreSQL: a new conversation is one statement (OPEN_NEW_RUN_WITH_EVENT), which
+        stores nothing unless it stores it all; any other case is the full transaction.
         """
 
         def body(tx: Tx) -> Run | RunBusy:
@@ -179,7 +182,7 @@ class RunStore:
                 if tx.one(INSERT_RUN_AUDITED, params) is not None:
                     return RUNS.build(values)
             elif not exists and tx.execute(INSERT_RUN, RUNS.params(values)) == 1:
-                audit(tx, now, "run_started", run_id=run_id, actor=requester, event_id=event_id)
+                tx.defer(INSERT_AUDIT, [started])
                 return RUNS.build(values)
             row = tx.one(RUN_BY_KEY, {"key": conversation_key})
             assert row is not None  # the INSERT met it (runs are never deleted)
@@ -252,7 +255,9 @@ class RunStore:
 
         A child run's end settles its parent's ``delegation`` row in the same transaction and,
         with ``claimer``, claims the parent's resume when nothing else of it waits: returns
-        the parent's id then (the caller resumes it), else None."""
+        the parent's id then (the caller resumes it), else None. PostgreSQL: a run that is
+        nobody's child ends in one statement (FINISH_RUN_ALONE), which changes nothing for
+        any other run; those end in the full transaction."""
         if status not in FINISHED_RUN_STATUSES:
             raise ValueError(f"not a final status: {status}")
         params: dict[str, Any] = {
@@ -267,6 +272,9 @@ class RunStore:
         if history is not None:
             params["history"] = json_text(history)
             sql = FINISH_RUN_WITH_HISTORY + RETURNING_PARENT
+
+        cancel = status in ("failed", "cancelled")
+        reason = f"the run {status}: {error}"
 
         def body(tx: Tx, *, settle_approvals: bool = True) -> str | None:
             link = tx.one(sql, params)
@@ -289,19 +297,16 @@ class RunStore:
                 link=link,
             )
 
-        cancel = status in ("failed", "cancelled")
-        reason = f"the run {status}: {error}"
-        ended = audit_row(now, f"run_{status}", run_id=run_id, error=error)
-        alone_params = {
-            **audited_params(params, ended),
-            "text": answer if status == "completed" else error,
-            "reason": reason,
-            "cancel_detail": audit_row(now, "approval_cancelled", reason=reason)["detail"],
-        }
-
         def alone(tx: Tx) -> bool:
             """The run's end in one statement when it is nobody's child (the common case);
             whether it ended so. Else it changed nothing: the full transaction follows."""
+            ended = audit_row(now, f"run_{status}", run_id=run_id, error=error)
+            alone_params = {
+                **audited_params(params, ended),
+                "text": answer if status == "completed" else error,
+                "reason": reason,
+                "cancel_detail": audit_row(now, "approval_cancelled", reason=reason)["detail"],
+            }
             return tx.one(FINISH_RUN_ALONE[history is not None, cancel], alone_params) is not None
 
         try:
