@@ -13,7 +13,7 @@ The statements are in one module per aggregate (:mod:`.runs`, :mod:`.approvals`,
 :mod:`.waits`, :mod:`.votes`, :mod:`.edits`, :mod:`.grants`, :mod:`.reach`, :mod:`.home`,
 :mod:`.events`, :mod:`.installations`, :mod:`.stats`; PostgreSQL's one-statement pause in
 :mod:`.pauses`, decision in :mod:`.decisions`, an approved call's start and recording in
-:mod:`.executions`); whole rows name their columns from
+:mod:`.executions`, a run's start and end in :mod:`.runs`); whole rows name their columns from
 :mod:`.columns`, declared there as the models declare them (a test checks they agree). This
 package exports the column lists and the builders.
 """

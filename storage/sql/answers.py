@@ -11,13 +11,17 @@ from __future__ import annotations
 
 # Only for runs that have a Slack thread (``ask`` from the CLI has none). The WHERE also keeps
 # SQLite from reading ON CONFLICT as a join's ON.
-INSERT_ANSWER = (
+_ANSWER_ROW = (
     "INSERT INTO run_answers (run_id, turn, status, text, progress_ts, chunks_posted, "
     "attempts, claimed_until, created_at) "
-    "SELECT id, turn, :status, :text, progress_ts, 0, 0, NULL, :now FROM runs "
-    "WHERE id = :id AND channel <> '' "
+    "SELECT id, turn, :status, :text, progress_ts, 0, 0, NULL, :now FROM {source} "
+    "WHERE {run}channel <> '' "
     "ON CONFLICT (run_id, turn) DO NOTHING"
 )
+INSERT_ANSWER = _ANSWER_ROW.format(source="runs", run="id = :id AND ")
+# PostgreSQL: the same row from the ended run as the CTE ``finished`` of the UPDATE that ends
+# it returns it (id, turn, progress_ts, channel), in that statement (storage.sql.runs).
+INSERT_ANSWER_OF_FINISHED = _ANSWER_ROW.format(source="finished", run="")
 _FREE = "(claimed_until IS NULL OR claimed_until < :now)"
 CLAIM_ANSWERS = (
     "UPDATE run_answers SET claimed_until = :until, attempts = attempts + 1 "

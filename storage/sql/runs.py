@@ -12,11 +12,14 @@ and PostgreSQL; ``:name`` parameters.
 from __future__ import annotations
 
 from storage.records import ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES
+from storage.sql.answers import INSERT_ANSWER_OF_FINISHED
 from storage.sql.columns import RUN_COLUMNS
 from storage.sql.events import audited_postgres
 
 _FINISHED = ", ".join(f"'{s}'" for s in FINISHED_RUN_STATUSES)
 _ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_RUN_STATUSES)
+# An approval a failed or cancelled run cancels with it (CANCEL_UNFINISHED_APPROVALS).
+_UNFINISHED_APPROVALS = "'pending', 'approved', 'armed', 'due'"
 
 RUN_BY_ID = f"SELECT {RUN_COLUMNS.sql} FROM runs WHERE id = :id"
 RUN_BY_KEY = f"SELECT {RUN_COLUMNS.sql} FROM runs WHERE conversation_key = :key"
@@ -31,6 +34,8 @@ CONTINUE_RUN = (
     "lease_expires_at = :lease_expires_at, updated_at = :updated_at, progress_ts = NULL "
     f"WHERE id = :id AND status IN ({_FINISHED})"
 )
+# PostgreSQL: the continuation and its ``run_continued`` audit in one statement.
+CONTINUE_RUN_AUDITED = audited_postgres(f"{CONTINUE_RUN} RETURNING id AS run_id")
 SET_PROGRESS = "UPDATE runs SET progress_ts = :ts WHERE id = :id"
 # A pause's waiting message, only while the run still waits: one approved before it was
 # posted has resumed, and its resume's progress message is the one on record.
@@ -156,5 +161,89 @@ CANCEL_PENDING_APPROVALS = (
 CANCEL_UNFINISHED_APPROVALS = (
     "UPDATE approvals SET status = 'cancelled', result = :reason, "
     "decided_at = COALESCE(decided_at, :now) "
-    "WHERE run_id = :run_id AND status IN ('pending', 'approved', 'armed', 'due') RETURNING id"
+    f"WHERE run_id = :run_id AND status IN ({_UNFINISHED_APPROVALS}) RETURNING id"
 )
+
+
+# -- PostgreSQL: a run's start and end in one statement each (data-modifying CTEs) -------------
+# RunStore.open_run and finish_run send these alone, in autocommit (Mode.WRITE_ONE), for their
+# common case, and their full transaction when one changes nothing. So each changes nothing
+# at all unless the whole common case holds: there is no transaction to roll back.
+
+_AUDIT_INSERT = "INSERT INTO audit_events (at, run_id, approval_id, event, actor, detail) "
+
+
+def _audit_from(source: str, run_column: str) -> str:
+    """The audit row (:func:`storage.sql.events.audit_row` as ``audit_*`` parameters) of each
+    row of the CTE ``source``, as a data-modifying CTE named ``audited``."""
+    return (
+        f"audited AS ({_AUDIT_INSERT}"
+        f"SELECT CAST(:audit_at AS TIMESTAMP), {source}.{run_column}, :audit_approval_id, "
+        f":audit_event, :audit_actor, CAST(:audit_detail AS JSON) FROM {source})"
+    )
+
+
+_RUN_VALUES = ", ".join(f":{name}" for name in RUN_COLUMNS.names)
+# A new conversation's run with its ``run_started`` audit and the claim of the Slack event it
+# came in (``:event_id``), all or nothing. The run is inserted only while the event is not
+# claimed (as the statement's snapshot sees it), the event claimed only with the run; a claim
+# another transaction commits after that snapshot makes the claim's plain INSERT (no ON
+# CONFLICT) fail with unique_violation, and the whole statement with it, rather than store a
+# run whose event was someone else's. Returns the new run's id (NULL when none was inserted:
+# the conversation has a run, or the event was handled) and whether the event was claimed.
+OPEN_NEW_RUN_WITH_EVENT = (
+    f"WITH changed AS (INSERT INTO runs ({RUN_COLUMNS.sql}) SELECT {_RUN_VALUES} "
+    "WHERE NOT EXISTS (SELECT 1 FROM processed_events WHERE event_id = :event_id) "
+    "ON CONFLICT (conversation_key) DO NOTHING RETURNING id AS run_id), "
+    "claimed AS (INSERT INTO processed_events (event_id, received_at) "
+    "SELECT :event_id, :now FROM changed), "
+    f"{_audit_from('changed', 'run_id')} "
+    "SELECT (SELECT run_id FROM changed), "
+    "EXISTS (SELECT 1 FROM processed_events WHERE event_id = :event_id)"
+)
+
+
+# A run's end when it is nobody's child (a child's end settles its parent: the full
+# transaction's), with its ``run_<status>`` audit and its answer in the outbox
+# (storage.sql.answers, from the ended row: the UPDATE changes neither its turn nor its
+# progress message). ``cancel``: a failed or cancelled run's unfinished approvals too, each
+# audited after the run's end in the order the UPDATE returned them, as
+# ``cancel_unfinished_approvals`` does; the approvals' UPDATE reads the run's id from the
+# run's, so the run's row is locked first, the order every transaction keeps (LOCK_RUN).
+# Returns the run's id; no row: not the common case, or the lease is lost.
+def _finish_alone(history: bool, cancel: bool) -> str:
+    ended = FINISH_RUN.format(history=", history = :history" if history else "")
+    ctes = [
+        f"finished AS ({ended} AND (parent_run_id IS NULL OR parent_approval_id IS NULL) "
+        "RETURNING id, turn, progress_ts, channel)",
+        f"answered AS ({INSERT_ANSWER_OF_FINISHED})",
+    ]
+    if not cancel:
+        ctes.append(_audit_from("finished", "id"))
+    else:
+        ctes.append(
+            "cancelled AS (UPDATE approvals SET status = 'cancelled', result = :reason, "
+            "decided_at = COALESCE(decided_at, :now) "
+            "WHERE run_id = (SELECT id FROM finished) "
+            f"AND status IN ({_UNFINISHED_APPROVALS}) RETURNING id)"
+        )
+        # One INSERT, its rows in order (serial ids): the run's end, then each approval's.
+        ctes.append(
+            f"audited AS ({_AUDIT_INSERT}"
+            "SELECT CAST(:audit_at AS TIMESTAMP), run_id, approval_id, event, NULL, "
+            "CAST(detail AS JSON) FROM ("
+            "SELECT 0 AS n, id AS run_id, CAST(NULL AS TEXT) AS approval_id, "
+            "CAST(:audit_event AS TEXT) AS event, CAST(:audit_detail AS TEXT) AS detail "
+            "FROM finished UNION ALL "
+            "SELECT row_number() OVER (), (SELECT id FROM finished), id, 'approval_cancelled', "
+            "CAST(:cancel_detail AS TEXT) FROM cancelled) AS ended ORDER BY n)"
+        )
+    return f"WITH {', '.join(ctes)} SELECT id FROM finished"
+
+
+# By (a history given, the approvals cancelled too).
+FINISH_RUN_ALONE = {
+    (history, cancel): _finish_alone(history, cancel)
+    for history in (False, True)
+    for cancel in (False, True)
+}

@@ -21,14 +21,17 @@ from storage.limits import DATABASE_FAILURES
 from storage.models import Approval, Run
 from storage.records import FINISHED_RUN_STATUSES, DuplicateEvent, LeaseLost, RunBusy
 from storage.sql.approvals import APPROVALS_FOR_TURN
-from storage.sql.events import CLAIM_EVENT, audit_row, audited_params
+from storage.sql.events import CLAIM_EVENT, INSERT_AUDIT, audit_row, audited_params
 from storage.sql.runs import (
     CLEAR_PROGRESS,
     CONTINUE_RUN,
+    CONTINUE_RUN_AUDITED,
+    FINISH_RUN_ALONE,
     FINISH_RUN_KEEP_HISTORY,
     FINISH_RUN_WITH_HISTORY,
     INSERT_RUN,
     INSERT_RUN_AUDITED,
+    OPEN_NEW_RUN_WITH_EVENT,
     RETURNING_PARENT,
     RUN_BY_ID,
     RUN_BY_KEY,
@@ -48,7 +51,13 @@ from storage.values import json_text, storable
 
 log = logging.getLogger(__name__)
 
-WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
+
+# PostgreSQL: a new conversation's start and a parentless run's end in one statement each
+# (storage.sql.runs: OPEN_NEW_RUN_WITH_EVENT, FINISH_RUN_ALONE), before the full transaction.
+# False only in tests, which compare the rows both ways write.
+ONE_STATEMENT = True
+UNIQUE_VIOLATION = "23505"  # PostgreSQL's SQLSTATE
 
 # (history, run status, run error, approvals of the run's last turn) -> history in which
 # every tool call has a result. Given by the engine: storage does not read llm messages.
@@ -108,6 +117,9 @@ class RunStore:
         same transaction, so an event counts as processed exactly when its request is stored:
         a redelivery raises DuplicateEvent and stores nothing. A busy conversation still
         records the event (then RunBusy is raised), so a retry is not answered twice.
+
+        PostgreSQL: a new conversation is one statement (OPEN_NEW_RUN_WITH_EVENT), which
+        stores nothing unless it stores it all; any other case is the full transaction.
         """
 
         def body(tx: Tx) -> Run | RunBusy:
@@ -123,57 +135,74 @@ class RunStore:
                     raise
                 return busy  # commit the event; the caller hears RunBusy
 
+        values: dict[str, Any] = {
+            "id": run_id,
+            "conversation_key": conversation_key,
+            "team_id": team_id,
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "requester": requester,
+            "status": "running",
+            "model_id": model_id,
+            "history": storable([*opening_messages, *new_messages]),
+            "turn": 0,
+            "answer": None,
+            "error": None,
+            "lease_owner": worker,
+            "lease_expires_at": lease_until,
+            "created_at": now,
+            "updated_at": now,
+            "progress_ts": None,
+        }
+        started = audit_row(now, "run_started", run_id=run_id, actor=requester, event_id=event_id)
+        # The conversation's run exists (committed: runs are never deleted), as the
+        # one-statement start found: the full transaction need not try inserting it again.
+        exists = False
+
+        def open_new(tx: Tx) -> bool:
+            """A new conversation (the common case) in one statement; whether it was one.
+            An INSERT that conflicts is also the check that the conversation has a run."""
+            nonlocal exists
+            params = audited_params(RUNS.params(values), started)
+            if event_id is None:
+                opened = tx.one(INSERT_RUN_AUDITED, params) is not None
+                exists = not opened
+                return opened
+            row = tx.one(OPEN_NEW_RUN_WITH_EVENT, {**params, "event_id": event_id, "now": now})
+            assert row is not None  # its SELECT has no FROM: always one row
+            # Not inserted though the event was not handled: the conversation's run was there.
+            exists = row[0] is None and not row[1]
+            return row[0] is not None
+
         def open_in(tx: Tx) -> Run:
             # A new conversation first (the common case): its INSERT is also the check that
             # none exists, one round trip fewer than reading the key before.
-            values: dict[str, Any] = {
-                "id": run_id,
-                "conversation_key": conversation_key,
-                "team_id": team_id,
-                "channel": channel,
-                "thread_ts": thread_ts,
-                "requester": requester,
-                "status": "running",
-                "model_id": model_id,
-                "history": storable([*opening_messages, *new_messages]),
-                "turn": 0,
-                "answer": None,
-                "error": None,
-                "lease_owner": worker,
-                "lease_expires_at": lease_until,
-                "created_at": now,
-                "updated_at": now,
-                "progress_ts": None,
-            }
-            if tx.dialect == "postgresql":  # with its audit row, in one round trip
-                started = audit_row(
-                    now, "run_started", run_id=run_id, actor=requester, event_id=event_id
-                )
+            if not exists and tx.dialect == "postgresql":  # with its audit row: one round trip
                 params = audited_params(RUNS.params(values), started)
                 if tx.one(INSERT_RUN_AUDITED, params) is not None:
                     return RUNS.build(values)
-            elif tx.execute(INSERT_RUN, RUNS.params(values)) == 1:
-                audit(tx, now, "run_started", run_id=run_id, actor=requester, event_id=event_id)
+            elif not exists and tx.execute(INSERT_RUN, RUNS.params(values)) == 1:
+                tx.defer(INSERT_AUDIT, [started])
                 return RUNS.build(values)
             row = tx.one(RUN_BY_KEY, {"key": conversation_key})
             assert row is not None  # the INSERT met it (runs are never deleted)
-            values = RUNS.values(tx, row)
-            if values["status"] not in FINISHED_RUN_STATUSES:
-                raise RunBusy(RUNS.build(values))
-            history = values["history"]
-            if settle_history is not None and values["status"] in ("failed", "cancelled"):
-                params = {"run_id": values["id"], "turn": values["turn"]}
+            current = RUNS.values(tx, row)
+            if current["status"] not in FINISHED_RUN_STATUSES:
+                raise RunBusy(RUNS.build(current))
+            history = current["history"]
+            if settle_history is not None and current["status"] in ("failed", "cancelled"):
+                params = {"run_id": current["id"], "turn": current["turn"]}
                 approvals = [APPROVALS.load(tx, r) for r in tx.all(APPROVALS_FOR_TURN, params)]
-                settled = settle_history(history, values["status"], values["error"], approvals)
+                settled = settle_history(history, current["status"], current["error"], approvals)
                 history = storable(settled)
-            values.update(
+            current.update(
                 status="running",
                 requester=requester,
                 model_id=model_id,
                 history=[*history, *storable(new_messages)],
                 # A new request is a new turn: approvals of earlier turns never answer its
                 # calls, even when a provider reuses tool call ids like "call_0".
-                turn=values["turn"] + 1,
+                turn=current["turn"] + 1,
                 answer=None,
                 error=None,
                 lease_owner=worker,
@@ -181,11 +210,29 @@ class RunStore:
                 updated_at=now,
                 progress_ts=None,
             )
-            if tx.execute(CONTINUE_RUN, RUNS.params(values)) != 1:
+            continued = audit_row(
+                now, "run_continued", run_id=current["id"], actor=requester, event_id=event_id
+            )
+            if tx.dialect == "postgresql":  # with its audit row, in one round trip
+                params = audited_params(RUNS.params(current), continued)
+                moved = tx.one(CONTINUE_RUN_AUDITED, params) is not None
+            else:
+                moved = tx.execute(CONTINUE_RUN, RUNS.params(current)) == 1
+                if moved:
+                    tx.defer(INSERT_AUDIT, [continued])
+            if not moved:
                 raise run_busy(tx, conversation_key)  # another replica continued it first
-            audit(tx, now, "run_continued", run_id=values["id"], actor=requester, event_id=event_id)
-            return RUNS.build(values)
+            return RUNS.build(current)
 
+        if ONE_STATEMENT and self.database.dialect == "postgresql":
+            try:
+                if await self.database.run(open_new, WRITE_ONE):
+                    return RUNS.build(values)
+            except DATABASE_FAILURES as exc:
+                # Another transaction claimed the event since the statement's snapshot: it
+                # stored nothing (one statement), and the full transaction says DuplicateEvent.
+                if getattr(getattr(exc, "orig", None), "sqlstate", None) != UNIQUE_VIOLATION:
+                    raise
         opened = await self.database.run(body, WRITE)
         if isinstance(opened, RunBusy):
             raise opened
@@ -208,7 +255,9 @@ class RunStore:
 
         A child run's end settles its parent's ``delegation`` row in the same transaction and,
         with ``claimer``, claims the parent's resume when nothing else of it waits: returns
-        the parent's id then (the caller resumes it), else None."""
+        the parent's id then (the caller resumes it), else None. PostgreSQL: a run that is
+        nobody's child ends in one statement (FINISH_RUN_ALONE), which changes nothing for
+        any other run; those end in the full transaction."""
         if status not in FINISHED_RUN_STATUSES:
             raise ValueError(f"not a final status: {status}")
         params: dict[str, Any] = {
@@ -224,6 +273,9 @@ class RunStore:
             params["history"] = json_text(history)
             sql = FINISH_RUN_WITH_HISTORY + RETURNING_PARENT
 
+        cancel = status in ("failed", "cancelled")
+        reason = f"the run {status}: {error}"
+
         def body(tx: Tx, *, settle_approvals: bool = True) -> str | None:
             link = tx.one(sql, params)
             if link is None:
@@ -231,8 +283,8 @@ class RunStore:
             audit(tx, now, f"run_{status}", run_id=run_id, error=error)
             # Its last message, with the end: posted until Slack takes it (:mod:`.answers`).
             store_answer(tx, run_id, status, answer if status == "completed" else error, now)
-            if settle_approvals and status in ("failed", "cancelled"):
-                cancel_unfinished_approvals(tx, run_id, f"the run {status}: {error}", now)
+            if settle_approvals and cancel:
+                cancel_unfinished_approvals(tx, run_id, reason, now)
             return settle_parent(
                 tx,
                 run_id,
@@ -245,7 +297,22 @@ class RunStore:
                 link=link,
             )
 
+        def alone(tx: Tx) -> bool:
+            """The run's end in one statement when it is nobody's child (the common case);
+            whether it ended so. Else it changed nothing: the full transaction follows."""
+            ended = audit_row(now, f"run_{status}", run_id=run_id, error=error)
+            alone_params = {
+                **audited_params(params, ended),
+                "text": answer if status == "completed" else error,
+                "reason": reason,
+                "cancel_detail": audit_row(now, "approval_cancelled", reason=reason)["detail"],
+            }
+            return tx.one(FINISH_RUN_ALONE[history is not None, cancel], alone_params) is not None
+
         try:
+            one_statement = ONE_STATEMENT and self.database.dialect == "postgresql"
+            if one_statement and await self.database.run(alone, WRITE_ONE):
+                return None
             return await self.database.run(body, WRITE)
         except DATABASE_FAILURES as exc:
             if status not in ("failed", "cancelled"):
