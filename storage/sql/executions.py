@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from storage.sql.approvals import HOLD_OF_APPROVAL_RUN
 from storage.sql.events import audited_postgres
+from storage.sql.runs import RUN_UNCHANGED_SINCE_SNAPSHOT
 
 _RUN_OF_CALL = "(SELECT run_id FROM approvals WHERE id = :id)"
 _NOT_HELD = "NOT EXISTS (SELECT 1 FROM run_holds WHERE run_holds.run_id = {run})"
@@ -30,7 +31,10 @@ def _begin_fenced(stop_if_held: bool) -> str:
     held = f" AND {_NOT_HELD.format(run='runs.id')}" if stop_if_held else ""
     run = (
         f"run AS (SELECT id FROM runs WHERE id = {_RUN_OF_CALL} AND lease_owner = :owner"
-        f"{held} FOR NO KEY UPDATE), "
+        # A hold asked for after this statement's snapshot (its lock waited on) is not in the
+        # snapshot: the run's newer row says so, and the full transaction starts instead.
+        f"{held} AND {RUN_UNCHANGED_SINCE_SNAPSHOT.format(run=_RUN_OF_CALL)} "
+        "FOR NO KEY UPDATE), "
         # START_CLAIMED_RUN: its row count decides nothing (the call starts either way), and
         # the row is already this statement's (locked by ``run``).
         "started AS (UPDATE runs SET status = 'running' "

@@ -57,6 +57,14 @@ RELEASE_LEASES = (
 )
 # Also returns the run's hold: the safe point of the calls whose approval this pause asks
 # for (bot.gate.safe_points), in the transaction that would store them.
+# For a one-statement transaction (PostgreSQL, autocommit) that reads other tables of a run
+# (its hold, its approvals) in its snapshot: true only while the run's row it locks is the
+# version its snapshot saw. Under READ COMMITTED a statement that waited for the run's lock
+# re-checks that row alone (EvalPlanQual); every transaction that changes what such a
+# statement reads about the run writes the run's row (an UPDATE of it, or LOCK_RUN), so a
+# newer version means the statement's snapshot may be stale: it changes nothing and the
+# full transaction, whose statements each take a new snapshot, runs instead.
+RUN_UNCHANGED_SINCE_SNAPSHOT = "runs.xmin = (SELECT r.xmin FROM runs r WHERE r.id = {run})"
 _PAUSE = (
     "UPDATE runs SET status = 'paused', history = :history, turn = turn + 1, "
     "lease_owner = NULL, lease_expires_at = NULL, updated_at = :now "
@@ -73,7 +81,9 @@ PAUSE_RUN = (
 PAUSE_FREE_RUN = (
     f"{_PAUSE} AND turn = :turn AND requester = :requester AND team_id = :team_id "
     "AND channel = :channel AND thread_ts = :thread_ts AND agent IS NOT DISTINCT FROM :agent "
-    "AND NOT EXISTS (SELECT 1 FROM run_holds WHERE run_holds.run_id = runs.id) RETURNING id"
+    "AND NOT EXISTS (SELECT 1 FROM run_holds WHERE run_holds.run_id = runs.id) AND "
+    + RUN_UNCHANGED_SINCE_SNAPSHOT.format(run=":id")
+    + " RETURNING id"
 )
 FINISH_RUN = (
     "UPDATE runs SET status = :status, answer = :answer, error = :error, lease_owner = NULL, "
@@ -115,10 +125,14 @@ TAKE_OVER_RUN = (
 # with itself and with UPDATEs of the run (pause, cancel, claim: they queue behind the same
 # lock, run row before approvals everywhere), but not with the key-share locks that inserting
 # an approval (foreign key to runs) takes. SQLite's BEGIN IMMEDIATE already serializes.
-LOCK_RUN = "SELECT id FROM runs WHERE id = :run_id FOR NO KEY UPDATE"
+# An UPDATE that changes nothing rather than SELECT ... FOR NO KEY UPDATE: the same lock, and a
+# new version of the row (a new xmin), which is how a one-statement transaction that waited
+# for this lock, or took its snapshot before this commit, knows its snapshot is older than
+# what this transaction wrote (RUN_UNCHANGED_SINCE_SNAPSHOT): a hold, a decision.
+LOCK_RUN = "UPDATE runs SET updated_at = updated_at WHERE id = :run_id RETURNING id"
 LOCK_RUN_OF_APPROVAL = (
-    "SELECT runs.id FROM runs JOIN approvals ON approvals.run_id = runs.id "
-    "WHERE approvals.id = :approval_id FOR NO KEY UPDATE OF runs"
+    "UPDATE runs SET updated_at = updated_at "
+    "WHERE id = (SELECT run_id FROM approvals WHERE id = :approval_id) RETURNING id"
 )
 CLAIM_RESUME = (
     "UPDATE runs SET status = 'resuming', lease_owner = :worker, "

@@ -45,7 +45,7 @@ from storage.sql.waits import ADOPT_CALLBACK
 from storage.stores.delegations import hold_children_as_parent, insert_children
 from storage.stores.reach import insert_reach
 from storage.stores.rows import APPROVALS
-from storage.stores.transitions import claim_resume
+from storage.stores.transitions import claim_resume, lock_run
 from storage.values import json_text, storable
 
 WRITE, WRITE_ONE = Mode.WRITE, Mode.WRITE_ONE
@@ -275,9 +275,12 @@ class PauseStore:
 
         def body(tx: Tx) -> PauseOutcome:
             params = {"id": run_id, "worker": worker, "history": history_text, "now": now}
-            # First statement: its UPDATE of the run takes the run's lock (see LOCK_RUN), and
-            # re-tagging an approval locks that row too, so a decision landing meanwhile
-            # either waits for this pause or is seen by its claim.
+            # The run's lock first (see LOCK_RUN), in a statement of its own: PAUSE_RUN reads
+            # the run's hold, which a Stop committed while this waited for the lock would be
+            # missing from in the same statement's snapshot. Re-tagging an approval locks that
+            # row too, so a decision landing meanwhile either waits for this pause or is seen
+            # by its claim.
+            lock_run(tx, run_id)
             row = tx.one(PAUSE_RUN, params)
             if row is None:
                 raise LeaseLost(run_id)

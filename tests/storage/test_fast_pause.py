@@ -30,6 +30,7 @@ from storage.records import (
     RunHeld,
 )
 from storage.repository import Repository
+from storage.sql.runs import LOCK_RUN
 from storage.stores import pauses
 from tests.conftest import POSTGRES_URL, Database
 
@@ -424,13 +425,15 @@ async def test_a_takeover_landing_while_the_pause_waits_for_the_run_wins(
 
 
 @pytest.mark.parametrize("action", ["pause", "stop"])
-async def test_a_hold_landing_while_the_pause_waits_ends_as_the_whole_transaction_does(
+async def test_a_hold_landing_while_the_pause_waits_is_seen_by_the_pause(
     database: Database, action: str
 ) -> None:
-    """A hold asked for while the pause waits for the run's lock: after the wait, PostgreSQL
-    re-checks only the run's row, and both the fast statement and the whole transaction read
-    the hold in their older snapshot (none): the run is paused, its approvals pending, under
-    the hold (which keeps its resume from being claimed). The same end either way."""
+    """A hold asked for (as request_hold asks: the run's lock, then the hold) while the pause
+    waits for the run's lock. After the wait PostgreSQL re-checks only the run's row, so a
+    statement that read the hold in its snapshot missed it: a Stop left the run paused with
+    live cards under a Stop nothing acts on. Now the run's newer row sends the one statement
+    to the whole transaction, whose statements see the hold: a Stop ends the pause
+    (RunHeld, nothing stored); a Pause stores it held. The same either way."""
     ends = []
     for fast_path in (True, False):
         async with schema_database() as db:
@@ -441,7 +444,7 @@ async def test_a_hold_landing_while_the_pause_waits_ends_as_the_whole_transactio
             try:
                 transaction = other.transaction()
                 await transaction.start()
-                await other.execute("SELECT id FROM runs WHERE id = $1 FOR NO KEY UPDATE", RUN_ID)
+                await other.execute(LOCK_RUN.replace(":run_id", "$1"), RUN_ID)
                 await other.execute(
                     "INSERT INTO run_holds (run_id, action, requested_by, requested_at) "
                     "VALUES ($1, $2, 'U0OP', $3)",
@@ -454,21 +457,23 @@ async def test_a_hold_landing_while_the_pause_waits_ends_as_the_whole_transactio
                     pausing = asyncio.create_task(pause(repo, run, [draft("apr_1")]))
                     await wait_for_lock(other)
                     await transaction.commit()
-                    outcome = await pausing
+                    try:
+                        outcome = [a.status for a in (await pausing).approvals]
+                    except RunHeld as held:
+                        outcome = ["held", held.action]
                 finally:
                     pauses.FAST_PAUSE = True
             finally:
                 await other.close()
             stored = await repo.get_run(RUN_ID)
             assert stored is not None
-            ends.append(
-                (
-                    stored.status,
-                    [a.status for a in outcome.approvals],
-                    (await repo.hold_of(RUN_ID)) is not None,
-                )
-            )
-    assert ends[0] == ends[1] == ("paused", ["pending"], True)
+            pending = [a.status for a in await repo.approvals_for_run(RUN_ID)]
+            ends.append((stored.status, outcome, pending))
+    expected = {
+        "stop": ("running", ["held", "stop"], []),
+        "pause": ("paused", ["pending"], ["pending"]),
+    }[action]
+    assert ends[0] == ends[1] == expected
 
 
 async def wait_for_lock(other: asyncpg.Connection) -> None:

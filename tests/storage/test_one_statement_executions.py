@@ -21,6 +21,7 @@ import pytest
 from bot.engine import Runner
 from storage.drivers import pg_direct
 from storage.repository import Mode, Repository, RunHeld, StorageError, Tx
+from storage.sql.runs import LOCK_RUN
 from storage.stores import executions
 from tests.bot.test_engine import calls, request
 from tests.conftest import POSTGRES_URL, Database, make_config
@@ -388,3 +389,35 @@ async def test_a_take_over_committed_while_waiting_for_the_run_fences_the_call(
     [approval] = await repo.approvals_for_run(call.run_id)
     assert approval.status == ("executing" if checkpointed else "approved")
     assert approval.result is None
+
+
+async def test_a_stop_committed_while_the_start_waits_for_the_run_is_seen(
+    database: Database,
+) -> None:
+    """A Stop asked for (as request_hold asks: the run's lock, then the hold) while the call's
+    start waits for the run's lock, at the call's safe point: the hold is not in the
+    statement's snapshot, but the run's newer row is seen, so the full transaction starts
+    instead, and it finds the hold: RunHeld, the call not started."""
+    repo = await database.open()
+    call = await approved_call(repo, "3.0")
+    operator, probe = await _connect(database), await _connect(database)
+    try:
+        hold_tx = operator.transaction()
+        await hold_tx.start()
+        await operator.execute(LOCK_RUN.replace(":run_id", "$1"), call.run_id)
+        await operator.execute(
+            "INSERT INTO run_holds (run_id, action, requested_by, requested_at) "
+            "VALUES ($1, 'stop', 'U0OP', $2)",
+            call.run_id,
+            NOW,
+        )
+        task = asyncio.create_task(call.begin(stop_if_held=True))
+        await _waiting_for_a_lock(probe, operator)
+        await hold_tx.commit()
+        with pytest.raises(RunHeld):
+            await task
+    finally:
+        await operator.close()
+        await probe.close()
+    [approval] = await repo.approvals_for_run(call.run_id)
+    assert approval.status == "approved" and approval.executed_at is None
