@@ -277,7 +277,8 @@ class DirectPool:
 
     ``levels``: for relaxed (False) and durable (True) connections, the simple query that
     sets a session's commit durability (``synchronous_commit``); a connection is set when it
-    is opened, and again only when it is taken for the other kind with none of that kind idle.
+    is opened, and again only when it is taken for the other kind with none of that kind idle
+    and no room for another connection.
     """
 
     def __init__(
@@ -290,6 +291,7 @@ class DirectPool:
         self._levels = dict(levels or {})
         self._idle: dict[bool, list[asyncpg.Connection]] = {False: [], True: []}
         self._slots = asyncio.BoundedSemaphore(size)
+        self._size = size
         self._kind: dict[asyncpg.Connection, bool] = {}  # every open connection's kind
         self.discarded = 0  # connections closed instead of pooled again (state unknown)
 
@@ -304,7 +306,10 @@ class DirectPool:
             connection = self._idle_one(kind)
             if connection is not None:
                 return connection
-            connection = self._idle_one(not kind) if self._levels else None
+            # Another kind's idle connection is switched (a round trip) only when no more can
+            # be opened: switching back and forth would cost two a cycle (relaxed, durable).
+            full = len(self._kind) >= self._size
+            connection = self._idle_one(not kind) if self._levels and full else None
             if connection is None:
                 connection = await self._connect()
                 self._kind[connection] = not kind  # not set yet: set below

@@ -96,3 +96,29 @@ async def test_durability_is_the_connections_and_follows_it_when_it_changes_kind
         for mode in (Mode.WRITE_ONE, Mode.WRITE, Mode.READ_ONE):
             assert await repo.database.run(commit_level, mode) == "off"
             assert await repo.database.run(commit_level, mode, durable=True) == "on"
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_a_full_pool_switches_a_connections_kind_and_a_roomy_one_opens_another(
+    database: Database,
+) -> None:
+    """Switching an idle connection's durability costs a round trip each way, so it is done
+    only when no connection can be opened; the level is right either way."""
+    from storage.drivers.postgres import commit_levels
+
+    url = POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://")
+    settings = database.engine_kwargs.get("connect_args", {}).get("server_settings", {})
+    for size, opened in ((1, 1), (2, 2)):
+        pool = pg_direct.DirectPool(
+            lambda: asyncpg.connect(url, server_settings=settings), size, commit_levels()
+        )
+        try:
+            seen = []
+            for durable in (False, True, False, True):
+                connection = await pool.acquire(durable)
+                seen.append(await connection.fetchval("SHOW synchronous_commit"))
+                pool.release(connection, sound=True)
+            assert seen == ["off", "on", "off", "on"]
+            assert len(pool._kind) == opened
+        finally:
+            await pool.close()
