@@ -72,10 +72,13 @@ def _positional(names: tuple[str, ...], params: Mapping[str, Any] | None) -> tup
     if not names:
         return ()
     assert params is not None
-    return tuple(
-        storable_text(value) if isinstance(value, str) else value
-        for value in (params[name] for name in names)
-    )
+    values = [params[name] for name in names]
+    for index, value in enumerate(values):
+        # Plain ASCII text without NUL is stored as it is (storable_text would return it):
+        # checked inline, as most parameters are ids, rather than through a call each.
+        if isinstance(value, str) and not (value.isascii() and "\x00" not in value):
+            values[index] = storable_text(value)
+    return tuple(values)
 
 
 class _PostgresTx:
