@@ -166,7 +166,9 @@ async def started_bot(
     """
     owns_repo = repo is None
     if repo is None:
-        repo = await Repository.open(config.database_url)
+        repo = await Repository.open(
+            config.database_url, statement_cache=config.database_statement_cache
+        )
     if config.mcp_servers:  # their tools are added to this bot's copy of the list
         config = dataclasses.replace(config, tools=list(config.tools))
     runner = Runner(repo, config)

@@ -224,17 +224,22 @@ class Repository(
         *,
         upgrade: bool = True,
         sqlite_inline: bool = True,
+        statement_cache: bool = True,
         **engine_kwargs: Any,
     ) -> Repository:
         """Connect (and migrate, unless told not to). ``engine_kwargs`` go to SQLAlchemy.
 
         ``sqlite_inline=False`` runs every SQLite transaction on a worker thread instead of
         trying it on the event loop first (see :mod:`storage.drivers.sqlite`).
+        ``statement_cache=False``: PostgreSQL behind a transaction-mode pooler (the
+        ``database_statement_cache`` key; :func:`storage.drivers.opening.open_database`).
         """
         # A URL of the wrong shape raises ValueError; a database that is not there (or will
         # not let us in) raises DatabaseUnavailable, one sentence either way.
         with reporting_unavailable(url):
-            database = open_database(url, sqlite_inline=sqlite_inline, **engine_kwargs)
+            database = open_database(
+                url, sqlite_inline=sqlite_inline, statement_cache=statement_cache, **engine_kwargs
+            )
         try:
             if upgrade:
                 with reporting_unavailable(url):

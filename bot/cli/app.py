@@ -299,7 +299,9 @@ async def with_repository(
     from bot.clock import utcnow
     from storage.repository import Repository
 
-    repo = await Repository.open(config.database_url)
+    repo = await Repository.open(
+        config.database_url, statement_cache=config.database_statement_cache
+    )
     try:
         return await body(repo)
     except DBAPIError as exc:

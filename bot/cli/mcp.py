@@ -83,7 +83,9 @@ async def _serve(config: Config, args: argparse.Namespace, bearer: str | None) -
     from bot.mcp_server.server import http_url
     from storage.repository import Repository
 
-    repo = await Repository.open(config.database_url)
+    repo = await Repository.open(
+        config.database_url, statement_cache=config.database_statement_cache
+    )
     try:
         asking = Asking(repo, config, default_channel=args.channel)
         if bearer is not None:

@@ -101,6 +101,9 @@ class Config:
     tools: list[llm.Tool] = field(default_factory=list)
     approval_ttl: timedelta = timedelta(minutes=30)
     database_url: str = DEFAULT_DATABASE_URL
+    # PostgreSQL behind a transaction-mode pooler: false (no prepared statements kept, no
+    # session settings; storage.drivers.opening.open_database).
+    database_statement_cache: bool = True
     chain_limit: int = 10
     # Gated calls one model response may ask for: a prompt-injected model could otherwise
     # post hundreds of cards from one mention.
@@ -330,6 +333,7 @@ def _config(
         tools=tools,
         approval_ttl=settings.approval_ttl,
         database_url=settings.database_url,
+        database_statement_cache=settings.database_statement_cache,
         chain_limit=settings.chain_limit,
         max_approvals_per_turn=settings.max_approvals_per_turn,
         run_lease=settings.run_lease,

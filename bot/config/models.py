@@ -252,6 +252,11 @@ class Settings(Section):
     tools: ToolRefs = Field(default_factory=list)
     approval_ttl: Duration = "30m"
     database_url: DatabaseUrl = DEFAULT_DATABASE_URL
+    database_statement_cache: Flag = Field(
+        True,
+        description="PostgreSQL: keep prepared statements per connection; false behind a "
+        "transaction-mode pooler (PgBouncer pool_mode = transaction).",
+    )
     chain_limit: Count = 10
     max_approvals_per_turn: Count = 10
     run_lease: Duration = "5m"

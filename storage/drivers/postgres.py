@@ -12,7 +12,10 @@ Commits: ordinary ones asynchronous (``POSTGRES_SYNCHRONOUS_COMMIT``), the ``exe
 durable (``DURABLE_COMMIT``). Inside :func:`storage.limits.time_limit` (acknowledgement paths)
 a transaction sets ``lock_timeout``/``statement_timeout`` to the deadline; past it,
 :class:`~storage.limits.DatabaseBusy`. ``POSTGRES_DIRECT = False`` runs every transaction
-through the engine, as before issue 22 (kept to measure the two side by side).
+through the engine, as before issue 22 (kept to measure the two side by side). Behind a
+transaction-mode pooler (``database_statement_cache = false``): no prepared statements kept
+(``NO_STATEMENT_CACHE``) and no session settings; each write sends its commit level with its
+BEGIN (``transaction_begins``), WRITE_ONE included.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import asyncio
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,10 +72,13 @@ def _positional(names: tuple[str, ...], params: Mapping[str, Any] | None) -> tup
     if not names:
         return ()
     assert params is not None
-    return tuple(
-        storable_text(value) if isinstance(value, str) else value
-        for value in (params[name] for name in names)
-    )
+    values = [params[name] for name in names]
+    for index, value in enumerate(values):
+        # Plain ASCII text without NUL is stored as it is (storable_text would return it):
+        # checked inline, as most parameters are ids, rather than through a call each.
+        if isinstance(value, str) and not (value.isascii() and "\x00" not in value):
+            values[index] = storable_text(value)
+    return tuple(values)
 
 
 class _PostgresTx:
@@ -120,10 +127,16 @@ class PostgresDatabase:
         *,
         reconnect: Callable[[], AsyncEngine] | None = None,
         direct: DirectPool | None = None,
+        begins: Mapping[bool, str] | None = None,
     ) -> None:
         self._engine = engine
         # The hot path (storage.drivers.pg_direct); None: every transaction through the engine.
         self._direct = direct
+        # Behind a transaction-mode pooler (``database_statement_cache = false``): what BEGIN
+        # sends for a relaxed (False) and a durable (True) transaction, its commit level set
+        # for the transaction alone (transaction_begins); None: the level is the pooled
+        # connection's session setting (commit_levels), as by default.
+        self._begins = dict(begins) if begins is not None else None
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         # A new engine on the same database and settings, for :meth:`run_blocking`.
         self._reconnect = reconnect
@@ -139,6 +152,12 @@ class PostgresDatabase:
         if self._direct is not None and deadline is not None:
             return await self._run_direct_until(body, deadline, durable)
         if self._direct is not None and deadline is None:
+            if self._begins is not None:
+                # No session of our own: every write sets its commit level with its BEGIN,
+                # so WRITE_ONE is BEGIN + its statement + COMMIT; a read commits nothing.
+                one = mode is Mode.READ_ONE and not durable
+                begin = None if one else self._begins[durable]
+                return await run_direct(self._direct, body, prepared, begin=begin)
             # The commit's durability is the connection's (pg_direct.DirectPool's levels).
             one = mode is Mode.WRITE_ONE or (mode is Mode.READ_ONE and not durable)
             return await run_direct(
@@ -162,8 +181,9 @@ class PostgresDatabase:
         if remaining <= 0:
             raise DatabaseBusy("the time limit passed before the transaction could start")
         limit_ms = max(int(remaining * 1000), 1)
+        opening = "BEGIN" if self._begins is None else self._begins[durable]
         begin = (
-            f"BEGIN; SELECT set_config('lock_timeout', '{limit_ms}', true), "
+            f"{opening}; SELECT set_config('lock_timeout', '{limit_ms}', true), "
             f"set_config('statement_timeout', '{limit_ms}', true)"
         )
         try:
@@ -301,10 +321,14 @@ def relaxed_commit(level: str) -> str:
 POSTGRES_DIRECT = True
 
 
-def direct_pool(engine: AsyncEngine, engine_kwargs: Mapping[str, Any]) -> DirectPool | None:
+def direct_pool(
+    engine: AsyncEngine, engine_kwargs: Mapping[str, Any], *, session_levels: bool = True
+) -> DirectPool | None:
     """The hot path's pool for ``engine``'s database: its URL and ``connect_args``, as many
     connections as its pool may open (``pool_size`` + ``max_overflow``: 5 + 10 by default).
-    None when ``POSTGRES_DIRECT`` is off."""
+    None when ``POSTGRES_DIRECT`` is off. ``session_levels=False`` (behind a transaction-mode
+    pooler, where a session is not ours): no connection's session is set; the transactions
+    set their commit level themselves (:func:`transaction_begins`)."""
     if not POSTGRES_DIRECT:
         return None
     import asyncpg  # type: ignore[import-untyped]
@@ -322,7 +346,7 @@ def direct_pool(engine: AsyncEngine, engine_kwargs: Mapping[str, Any]) -> Direct
     async def connect() -> Any:
         return await asyncpg.connect(**params)
 
-    return DirectPool(connect, max(size, 1), commit_levels())
+    return DirectPool(connect, max(size, 1), commit_levels() if session_levels else {})
 
 
 def commit_levels() -> dict[bool, str]:
@@ -336,20 +360,45 @@ def commit_levels() -> dict[bool, str]:
     return {False: relaxed, True: "RESET synchronous_commit; " + _for_session(DURABLE_COMMIT)}
 
 
+def transaction_begins() -> dict[bool, str]:
+    """Behind a transaction-mode pooler (PgBouncer's ``pool_mode = transaction``), where the
+    server session is shared with other clients: what BEGIN sends for relaxed (False) and
+    durable (True) transactions, their commit level set for the transaction alone
+    (``set_config(..., true)``, as SET LOCAL), so nothing is left on the server's session."""
+    relaxed = "BEGIN"
+    if POSTGRES_SYNCHRONOUS_COMMIT is not None:
+        relaxed += "; " + relaxed_commit(POSTGRES_SYNCHRONOUS_COMMIT)
+    return {False: relaxed, True: "BEGIN; " + DURABLE_COMMIT}
+
+
+# Asyncpg's options for a transaction-mode pooler (``database_statement_cache = false``): no
+# statement cache, so the direct path's statements are unnamed (prepared and run on whichever
+# server connection the pooler gives the transaction); SQLAlchemy's own cache off too, and
+# the statements it still prepares by name (the engine's) named uniquely, so that two clients
+# sharing a server connection never collide on asyncpg's per-connection numbering.
+NO_STATEMENT_CACHE: dict[str, Any] = {
+    "statement_cache_size": 0,
+    "prepared_statement_cache_size": 0,
+    "prepared_statement_name_func": lambda: f"__asyncpg_{uuid.uuid4().hex}__",
+}
+
+
 def _for_session(statement: str) -> str:
     """A ``set_config(..., true)`` statement (this transaction) made the session's."""
     assert statement.count(", true)") == 1
     return statement.replace(", true)", ", false)")
 
 
-def relax_commits(engine: AsyncEngine) -> None:
+def relax_commits(engine: AsyncEngine, *, session_levels: bool = True) -> None:
     """With ``POSTGRES_DIRECT`` off (the engine for every transaction, kept to measure the
     direct path against), every new connection of ``engine`` commits at
-    ``POSTGRES_SYNCHRONOUS_COMMIT``, for the session, as the direct path's relaxed ones do."""
+    ``POSTGRES_SYNCHRONOUS_COMMIT``, for the session, as the direct path's relaxed ones do.
+    Not behind a transaction-mode pooler (``session_levels=False``): the session is not
+    ours, so those commits keep the server's level."""
     from sqlalchemy import event
 
     level = POSTGRES_SYNCHRONOUS_COMMIT
-    if level is None or POSTGRES_DIRECT:
+    if level is None or POSTGRES_DIRECT or not session_levels:
         return
     statement = _for_session(relaxed_commit(level))
 

@@ -272,10 +272,11 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
         "message, min_approvals, on_expiry, ttl, when)",
         "unknown key 'mystery' (known: admins, agents, api_rate_limit, approval_ttl, "
         "approver_dm_limit, ask_user, assistant_cards_channel, batch_threshold, chain_limit, "
-        "database_url, delegate, max_approvals_per_turn, max_delegation_depth, max_recoveries, "
-        "max_retry_attempts, max_retry_wait, mcp_servers, metrics_port, model, on_error, "
-        "pause_ttl, policies, public_url, recovery_by, recovery_ttl, run_lease, shutdown_grace, "
-        "slash_command, streaming, sweep_interval, system_prompt, tools)",
+        "database_statement_cache, database_url, delegate, max_approvals_per_turn, "
+        "max_delegation_depth, max_recoveries, max_retry_attempts, max_retry_wait, mcp_servers, "
+        "metrics_port, model, on_error, pause_ttl, policies, public_url, recovery_by, "
+        "recovery_ttl, run_lease, shutdown_grace, slash_command, streaming, sweep_interval, "
+        "system_prompt, tools)",
         "policies.ghost: no tool named 'ghost' (tools: refund, scale_service)",
     ]
     for problem in error.value.problems:

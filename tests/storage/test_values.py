@@ -12,7 +12,7 @@ import pytest
 from bot.clock import utcnow
 from bot.engine import Request, Runner
 from storage.repository import PendingFilter, Repository
-from storage.values import json_text, storable
+from storage.values import _strict_json, json_text, storable
 from tests.conftest import Database, make_config
 from tests.support import ops_tools
 
@@ -56,6 +56,34 @@ def test_json_text_is_the_stored_value_whichever_way_it_is_checked() -> None:
                 stored = json.loads(json_text(value))
                 assert "\x00" not in json.dumps(stored, ensure_ascii=False)
                 json.dumps(stored, ensure_ascii=False).encode()  # valid UTF-8: no surrogates
+
+
+def test_json_text_writes_what_json_dumps_writes() -> None:
+    """The C encoder called directly (storage.values._strict_json) writes the same text as
+    json.dumps, top-level scalars included; non-finite numbers are named; a circular value
+    is refused as the encoder refused it."""
+    for value in [
+        ODD,
+        {"b": 1, "a": [True, False, None, 2**70, -0.0, 1e300]},
+        [],
+        {},
+        "plain",
+        "é \x00 \ud800",
+        3,
+        2.5,
+        None,
+        (1, "tuple"),
+    ]:
+        assert json_text(value) == json.dumps(storable(value)), repr(value)
+    assert json_text({"n": [float("nan"), float("inf"), float("-inf")]}) == (
+        '{"n": ["NaN", "Infinity", "-Infinity"]}'
+    )
+    circular: list[Any] = []
+    circular.append(circular)
+    for _ in range(2):  # nothing is left over from the first
+        with pytest.raises(ValueError, match="Circular reference"):
+            _strict_json(circular)
+    assert _strict_json([1, [2]]) == "[1, [2]]"
 
 
 def read_raw_log(name: str) -> str:
