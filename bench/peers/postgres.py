@@ -44,7 +44,7 @@ BASELINE = "approval-bot"
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "server-commit": (
         "every commit at the server's synchronous_commit",
-        {"storage.drivers.postgres.POSTGRES_SYNCHRONOUS_COMMIT": None},
+        {"storage.drivers.pg_commits.POSTGRES_SYNCHRONOUS_COMMIT": None},
     ),
     "engine": (
         "every transaction through SQLAlchemy's engine",
@@ -54,7 +54,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "both undone (the engine, the server's synchronous_commit): as issue 22 found it",
         {
             "storage.drivers.postgres.POSTGRES_DIRECT": False,
-            "storage.drivers.postgres.POSTGRES_SYNCHRONOUS_COMMIT": None,
+            "storage.drivers.pg_commits.POSTGRES_SYNCHRONOUS_COMMIT": None,
         },
     ),
 }

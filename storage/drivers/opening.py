@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
+from storage.drivers.pg_commits import transaction_begins
 from storage.drivers.postgres import (
     NO_STATEMENT_CACHE,
     PostgresDatabase,
     direct_pool,
     relax_commits,
-    transaction_begins,
 )
 from storage.drivers.protocol import Database
 from storage.drivers.sqlite.database import SQLiteDatabase

@@ -25,16 +25,12 @@ A transaction of one statement (``Mode.WRITE_ONE``, ``Mode.READ_ONE``) is sent a
 autocommit: no BEGIN and no COMMIT, one round trip in all. The hot transactions PostgreSQL can
 do in one statement (data-modifying CTEs) are written so (:mod:`storage.stores`).
 
-Connections come from a small pool of our own (:class:`DirectPool`): asyncpg's would reset
-every connection it takes back (one more round trip per transaction) and undo the session's
-``synchronous_commit``. A commit's durability is its connection's: the pool keeps relaxed
-connections (asynchronous commits, what at-most-once allows ordinary ones) and durable ones
-(the ``executing`` record), each set once for its session when it is opened or changes kind,
-so no transaction spends a statement on it and a one-statement one needs no SET LOCAL.
-A connection that failed mid-transaction, or whose transaction was
-cancelled, is closed rather than reused. Errors reach callers as SQLAlchemy's ``DBAPIError``
-(with ``orig``, the asyncpg exception, and its ``sqlstate``), as they did through the engine,
-so :data:`storage.limits.DATABASE_FAILURES` and the outage handling see the same types.
+Connections come from a small pool of our own (:mod:`storage.drivers.pg_pool`), whose
+connections carry the commit's durability as their session setting, so no transaction spends
+a statement on it and a one-statement one needs no SET LOCAL. Errors reach callers as
+SQLAlchemy's ``DBAPIError`` (with ``orig``, the asyncpg exception, and its ``sqlstate``), as
+they did through the engine, so :data:`storage.limits.DATABASE_FAILURES` and the outage
+handling see the same types.
 
 The engine stays for what is not hot: migrations, transactions under a time limit (their
 server-side timeouts and client-side cancellation: :mod:`storage.drivers.postgres`), the
@@ -43,45 +39,21 @@ blocking path and ad-hoc SQL.
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.util import await_only, greenlet_spawn
 
+from storage.drivers.pg_pool import DRIVER_ERRORS, DirectPool, database_error
 from storage.drivers.protocol import T, Tx
-
-# What asyncpg raises for the database or the connection: callers get them as DBAPIError.
-# InternalClientError: a connection the server has just shut down (its FATAL read, its end
-# not yet) is found mid-operation ("another operation is in progress").
-DRIVER_ERRORS = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    OSError,
-)
-_LOST = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    asyncpg.AdminShutdownError,
-    OSError,
-)
 
 # Diagnostics and tests: each is called with a statement's text just before it is sent
 # (BEGIN, COMMIT and ROLLBACK included), on the event loop's thread. Empty in production.
 STATEMENT_HOOKS: list[Callable[[str], None]] = []
-
-# How long a transaction waits for a connection when every one is in use (SQLAlchemy's
-# pool_timeout default), then fails as the engine's pool did.
-POOL_TIMEOUT = 30.0
-
 
 # Deferred writes (Tx.defer): a plain one-row INSERT, and a statement they cannot ride on.
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -276,127 +248,6 @@ class OneStatementOnly(RuntimeError):
 def _announce(statement: str) -> None:
     for hook in STATEMENT_HOOKS:
         hook(statement)
-
-
-def database_error(exc: BaseException, statement: str | None, params: Any) -> DBAPIError:
-    """The SQLAlchemy exception callers have always received for a driver's error."""
-    connection_lost = isinstance(exc, _LOST)
-    return DBAPIError(statement, params, exc, connection_invalidated=connection_lost)
-
-
-async def _json_codecs(connection: asyncpg.Connection) -> None:
-    """JSON columns come back decoded and JSON parameters go as text, as through the engine."""
-    for name in ("json", "jsonb"):
-        await connection.set_type_codec(
-            name, encoder=str, decoder=json.loads, schema="pg_catalog", format="text"
-        )
-
-
-class DirectPool:
-    """At most ``size`` asyncpg connections, opened on demand and kept while they are sound.
-
-    ``levels``: for relaxed (False) and durable (True) connections, the simple query that
-    sets a session's commit durability (``synchronous_commit``); a connection is set when it
-    is opened, and again only when it is taken for the other kind with none of that kind idle
-    and no room for another connection.
-    """
-
-    def __init__(
-        self,
-        connect: Callable[[], Awaitable[asyncpg.Connection]],
-        size: int,
-        levels: Mapping[bool, str] | None = None,
-    ) -> None:
-        self._connect = connect
-        self._levels = dict(levels or {})
-        self._idle: dict[bool, list[asyncpg.Connection]] = {False: [], True: []}
-        self._slots = asyncio.BoundedSemaphore(size)
-        self._size = size
-        self._kind: dict[asyncpg.Connection, bool] = {}  # every open connection's kind
-        self.discarded = 0  # connections closed instead of pooled again (state unknown)
-
-    async def acquire(self, durable: bool = False) -> asyncpg.Connection:
-        if self._slots.locked():
-            try:
-                async with asyncio.timeout(POOL_TIMEOUT):
-                    await self._slots.acquire()
-            except TimeoutError as exc:
-                raise PoolTimeout(
-                    f"no database connection free within {POOL_TIMEOUT:.0f} s"
-                ) from exc
-        else:
-            # A slot is free: taken without waiting, so no timer is armed and cancelled
-            # (5 us a transaction, measured here).
-            await self._slots.acquire()
-        kind = durable and bool(self._levels)
-        try:
-            connection = self._idle_one(kind)
-            if connection is not None:
-                return connection
-            # Another kind's idle connection is switched (a round trip) only when no more can
-            # be opened: switching back and forth would cost two a cycle (relaxed, durable).
-            full = len(self._kind) >= self._size
-            connection = self._idle_one(not kind) if self._levels and full else None
-            if connection is None:
-                connection = await self._connect()
-                self._kind[connection] = not kind  # not set yet: set below
-                try:
-                    await _json_codecs(connection)
-                except BaseException:
-                    self._forget(connection)
-                    raise
-            try:
-                if kind in self._levels:
-                    await connection.execute(self._levels[kind])
-            except BaseException:
-                self._forget(connection)
-                raise
-            self._kind[connection] = kind
-            return connection
-        except BaseException as exc:
-            self._slots.release()
-            if isinstance(exc, DRIVER_ERRORS):
-                raise database_error(exc, None, None) from exc
-            raise
-
-    def _idle_one(self, kind: bool) -> asyncpg.Connection | None:
-        idle = self._idle[kind]
-        while idle:
-            connection = idle.pop()
-            if not connection.is_closed():
-                return connection
-            self._kind.pop(connection, None)
-        return None
-
-    def _forget(self, connection: asyncpg.Connection) -> None:
-        self._kind.pop(connection, None)
-        self.discarded += 1
-        if not connection.is_closed():
-            connection.terminate()
-
-    def release(self, connection: asyncpg.Connection, *, sound: bool) -> None:
-        """Back to the pool when ``sound`` (no transaction left open), else closed."""
-        kind = self._kind.get(connection)
-        if (
-            sound
-            and kind is not None
-            and not connection.is_closed()
-            and not connection.is_in_transaction()
-        ):
-            self._idle[kind].append(connection)
-        else:
-            self._forget(connection)
-        self._slots.release()
-
-    async def close(self) -> None:
-        for connection in list(self._kind):
-            if not connection.is_closed():
-                try:
-                    await asyncio.wait_for(connection.close(), 5)
-                except (TimeoutError, *DRIVER_ERRORS):
-                    connection.terminate()
-        self._kind.clear()
-        self._idle = {False: [], True: []}
 
 
 async def run_direct(

@@ -8,14 +8,14 @@ trips there are network round trips, so the repository uses ``RETURNING`` instea
 re-reading rows, runs one-statement transactions (``Mode.READ_ONE``, ``Mode.WRITE_ONE``) in
 autocommit (no BEGIN/COMMIT) and sends what a transaction sets for itself with its BEGIN.
 
-Commits: ordinary ones asynchronous (``POSTGRES_SYNCHRONOUS_COMMIT``), the ``executing`` one
-durable (``DURABLE_COMMIT``). Inside :func:`storage.limits.time_limit` (acknowledgement paths)
-a transaction sets ``lock_timeout``/``statement_timeout`` to the deadline; past it,
-:class:`~storage.limits.DatabaseBusy`. ``POSTGRES_DIRECT = False`` runs every transaction
-through the engine, as before issue 22 (kept to measure the two side by side). Behind a
-transaction-mode pooler (``database_statement_cache = false``): no prepared statements kept
-(``NO_STATEMENT_CACHE``) and no session settings; each write sends its commit level with its
-BEGIN (``transaction_begins``), WRITE_ONE included.
+Commits: ordinary ones asynchronous, the ``executing`` one durable
+(:mod:`storage.drivers.pg_commits`). Inside :func:`storage.limits.time_limit`
+(acknowledgement paths) a transaction sets ``lock_timeout``/``statement_timeout`` to the
+deadline; past it, :class:`~storage.limits.DatabaseBusy`. ``POSTGRES_DIRECT = False`` runs
+every transaction through the engine, as before issue 22 (kept to measure the two side by
+side). Behind a transaction-mode pooler (``database_statement_cache = false``): no prepared
+statements kept (``NO_STATEMENT_CACHE``) and no session settings; each write sends its
+commit level with its BEGIN (``transaction_begins``), WRITE_ONE included.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from storage.drivers.pg_direct import DirectPool, run_direct
+from storage.drivers import pg_commits
+from storage.drivers.pg_direct import run_direct
+from storage.drivers.pg_pool import DirectPool
 from storage.drivers.protocol import Mode, T, Tx
 from storage.limits import PG_UNRESPONSIVE_GRACE, DatabaseBusy, current_deadline
 from storage.values import storable_text
@@ -158,13 +160,13 @@ class PostgresDatabase:
                 one = mode is Mode.READ_ONE and not durable
                 begin = None if one else self._begins[durable]
                 return await run_direct(self._direct, body, prepared, begin=begin)
-            # The commit's durability is the connection's (pg_direct.DirectPool's levels).
+            # The commit's durability is the connection's (pg_pool.DirectPool's levels).
             one = mode is Mode.WRITE_ONE or (mode is Mode.READ_ONE and not durable)
             return await run_direct(
                 self._direct, body, prepared, begin=None if one else "BEGIN", durable=durable
             )
         if durable:
-            body = _durably(body)
+            body = pg_commits.durably(body)
         if deadline is not None:
             return await self._run_until(body, deadline)
         if mode is Mode.READ_ONE and not durable:
@@ -291,30 +293,6 @@ def _run_postgres(connection: Connection, body: Callable[[Tx], T]) -> T:
     return body(_PostgresTx(connection))
 
 
-# What at-most-once needs of ordinary commits, as on SQLite (``SQLITE_SYNCHRONOUS = NORMAL``):
-# a crash of PostgreSQL or of its host may lose the last commits (at most three times
-# ``wal_writer_delay``, 600 ms by default: a decision, a pause, a run's end, which the sweeper
-# and Slack's buttons then redo), never a crash of the bot; and the one record whose loss
-# would run a tool twice, ``executing``, is committed durably (``DURABLE_COMMIT``), which also
-# flushes every asynchronous commit before it. On the direct path it is the connection's
-# session setting (``commit_levels``: relaxed and durable connections, so a one-statement
-# transaction in autocommit needs no SET LOCAL); through the engine, SET LOCAL for the
-# durable transaction. Lowered only from ``on`` (the default): a
-# stronger setting of the server, database or role (``remote_apply``, a synchronous standby)
-# is kept for every commit. None: the server's setting for every commit. "off" or "local".
-POSTGRES_SYNCHRONOUS_COMMIT: str | None = "off"
-
-
-def relaxed_commit(level: str) -> str:
-    """The statement that lowers this transaction's commit to ``level`` from ``on``."""
-    if level not in ("off", "local"):
-        raise ValueError(f"POSTGRES_SYNCHRONOUS_COMMIT: {level!r} is not 'off' or 'local'")
-    return (
-        f"SELECT set_config('synchronous_commit', '{level}', true) "
-        "WHERE current_setting('synchronous_commit') = 'on'"
-    )
-
-
 # Transactions on asyncpg directly (storage.drivers.pg_direct), except those under a time
 # limit; False: every transaction through SQLAlchemy's engine, as before (bench/peers
 # measures the two side by side).
@@ -346,29 +324,8 @@ def direct_pool(
     async def connect() -> Any:
         return await asyncpg.connect(**params)
 
-    return DirectPool(connect, max(size, 1), commit_levels() if session_levels else {})
-
-
-def commit_levels() -> dict[bool, str]:
-    """The direct pool's session settings: relaxed connections (False) commit at
-    ``POSTGRES_SYNCHRONOUS_COMMIT``, durable ones (True) as ``DURABLE_COMMIT`` says. Each
-    starts from the server's (or role's, or database's) own setting, so a connection can
-    change kind."""
-    relaxed = "RESET synchronous_commit"
-    if POSTGRES_SYNCHRONOUS_COMMIT is not None:
-        relaxed += "; " + _for_session(relaxed_commit(POSTGRES_SYNCHRONOUS_COMMIT))
-    return {False: relaxed, True: "RESET synchronous_commit; " + _for_session(DURABLE_COMMIT)}
-
-
-def transaction_begins() -> dict[bool, str]:
-    """Behind a transaction-mode pooler (PgBouncer's ``pool_mode = transaction``), where the
-    server session is shared with other clients: what BEGIN sends for relaxed (False) and
-    durable (True) transactions, their commit level set for the transaction alone
-    (``set_config(..., true)``, as SET LOCAL), so nothing is left on the server's session."""
-    relaxed = "BEGIN"
-    if POSTGRES_SYNCHRONOUS_COMMIT is not None:
-        relaxed += "; " + relaxed_commit(POSTGRES_SYNCHRONOUS_COMMIT)
-    return {False: relaxed, True: "BEGIN; " + DURABLE_COMMIT}
+    levels = pg_commits.commit_levels() if session_levels else {}
+    return DirectPool(connect, max(size, 1), levels)
 
 
 # Asyncpg's options for a transaction-mode pooler (``database_statement_cache = false``): no
@@ -383,12 +340,6 @@ NO_STATEMENT_CACHE: dict[str, Any] = {
 }
 
 
-def _for_session(statement: str) -> str:
-    """A ``set_config(..., true)`` statement (this transaction) made the session's."""
-    assert statement.count(", true)") == 1
-    return statement.replace(", true)", ", false)")
-
-
 def relax_commits(engine: AsyncEngine, *, session_levels: bool = True) -> None:
     """With ``POSTGRES_DIRECT`` off (the engine for every transaction, kept to measure the
     direct path against), every new connection of ``engine`` commits at
@@ -397,10 +348,10 @@ def relax_commits(engine: AsyncEngine, *, session_levels: bool = True) -> None:
     ours, so those commits keep the server's level."""
     from sqlalchemy import event
 
-    level = POSTGRES_SYNCHRONOUS_COMMIT
+    level = pg_commits.POSTGRES_SYNCHRONOUS_COMMIT
     if level is None or POSTGRES_DIRECT or not session_levels:
         return
-    statement = _for_session(relaxed_commit(level))
+    statement = pg_commits.for_session(pg_commits.relaxed_commit(level))
 
     @event.listens_for(engine.sync_engine, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -410,22 +361,3 @@ def relax_commits(engine: AsyncEngine, *, session_levels: bool = True) -> None:
         finally:
             cursor.close()
         dbapi_connection.commit()  # a session setting made in a rolled-back transaction is undone
-
-
-# A server, database or role may set ``synchronous_commit = off``: COMMIT then returns before
-# the WAL is flushed, and a crash can lose it. A durable transaction turns it back on for
-# itself only (SET LOCAL), and only from ``off``: ``local``, ``remote_write``, ``on`` and
-# ``remote_apply`` all flush locally before COMMIT returns, and the stronger ones (a
-# synchronous standby) are kept.
-DURABLE_COMMIT = (
-    "SELECT set_config('synchronous_commit', 'on', true) "
-    "WHERE current_setting('synchronous_commit') = 'off'"
-)
-
-
-def _durably(body: Callable[[Tx], T]) -> Callable[[Tx], T]:
-    def durable_body(tx: Tx) -> T:
-        tx.execute(DURABLE_COMMIT)
-        return body(tx)
-
-    return durable_body

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from bot.engine import Runner
-from storage.drivers import postgres
+from storage.drivers import pg_commits
 from storage.drivers.sqlite import connections as sqlite
 from storage.repository import Mode, Repository, Tx
 from tests.bot.test_engine import calls, executed, request
@@ -183,7 +183,7 @@ async def test_postgres_server_setting_everywhere_when_asked(
     database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``POSTGRES_SYNCHRONOUS_COMMIT = None``: every commit at the server's own setting."""
-    monkeypatch.setattr(postgres, "POSTGRES_SYNCHRONOUS_COMMIT", None)
+    monkeypatch.setattr(pg_commits, "POSTGRES_SYNCHRONOUS_COMMIT", None)
     repo = await open_repo(database, True)
     assert await level_elsewhere(repo) == "on"
     assert await approve_and_resume(repo) == ["on"]

@@ -16,6 +16,7 @@ import asyncpg
 import pytest
 
 from storage.drivers import pg_direct
+from storage.drivers.pg_pool import DirectPool
 from storage.limits import DATABASE_FAILURES
 from storage.repository import Mode, Tx
 from tests.conftest import POSTGRES_URL, Database
@@ -104,12 +105,12 @@ async def test_a_full_pool_switches_a_connections_kind_and_a_roomy_one_opens_ano
 ) -> None:
     """Switching an idle connection's durability costs a round trip each way, so it is done
     only when no connection can be opened; the level is right either way."""
-    from storage.drivers.postgres import commit_levels
+    from storage.drivers.pg_commits import commit_levels
 
     url = POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://")
     settings = database.engine_kwargs.get("connect_args", {}).get("server_settings", {})
     for size, opened in ((1, 1), (2, 2)):
-        pool = pg_direct.DirectPool(
+        pool = DirectPool(
             lambda: asyncpg.connect(url, server_settings=settings), size, commit_levels()
         )
         try:

@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 from bot.config import ConfigError, config_from_dict, load_config
 from storage.drivers import pg_direct
-from storage.drivers.postgres import transaction_begins
+from storage.drivers.pg_commits import transaction_begins
 from storage.limits import time_limit
 from storage.repository import Mode, Repository, Tx
 from tests.conftest import Database
