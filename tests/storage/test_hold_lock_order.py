@@ -63,3 +63,40 @@ async def test_a_stop_at_the_safe_point_and_a_second_stop_do_not_deadlock(
     run = await repo.get_run(call.run_id)
     assert run is not None and run.status == "cancelled"
     assert await repo.hold_of(call.run_id) is None
+
+
+async def test_a_stop_committed_while_the_recording_waits_for_the_run_is_read(
+    database: Database,
+) -> None:
+    """The recording of a gated call's result also reads the run's hold for the drive's next
+    safe point (before the model call: TurnContext.hold_epoch, bot.gate.recording). A Stop
+    asked for (request_hold: the run's lock, then the hold) while the recording waits for
+    the run's lock is committed before the recording is: the read it hands on must see it,
+    as the full transaction's (its statement after the lock takes a new snapshot) does. The
+    one statement's snapshot predates the Stop: it said "no hold", and the drive made one
+    more model call (and could end the run completed) under a Stop asked before it."""
+    repo = await database.open()
+    call = await approved_call(repo, "8.0")
+    assert await call.begin(stop_if_held=True)
+    operator, probe = await _connect(database), await _connect(database)
+    read: list[str | None] = []
+    try:
+        hold_tx = operator.transaction()
+        await hold_tx.start()
+        await operator.execute(LOCK_RUN.replace(":run_id", "$1"), call.run_id)
+        await operator.execute(
+            "INSERT INTO run_holds (run_id, action, requested_by, requested_at) "
+            "VALUES ($1, 'stop', 'U0OP', $2)",
+            call.run_id,
+            NOW,
+        )
+        task = asyncio.create_task(call.record(on_hold=read.append))
+        await _waiting_for_a_lock(probe, operator)
+        await hold_tx.commit()
+        assert await task  # still the run's drive: recorded, the lease renewed
+    finally:
+        await operator.close()
+        await probe.close()
+    assert read in ([], ["stop"])  # no read (the safe point reads itself), or the Stop
+    [approval] = await repo.approvals_for_run(call.run_id)
+    assert approval.status == "executed"
