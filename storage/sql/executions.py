@@ -69,16 +69,22 @@ BEGIN_EXECUTION_ONE = {
 # ``executing -> executed`` with the drive's lease renewed (RENEW_LEASE_OF_APPROVAL) in one
 # statement. Returns (run_id, hold, ours). A drive that no longer holds the run records its
 # result all the same, except for a call with a checkpoint (HAS_CHECKPOINT): the drive that
-# holds the run resumes it, and that attempt's result is the one recorded. The CASE reads
-# ``run`` first (a CASE evaluates in order), so the run's row is locked before the approval's.
+# holds the run resumes it, and that attempt's result is the one recorded.
+# The run's row is locked first (``fresh``, read by both UPDATEs before they write), and only
+# while it is the version this statement's snapshot saw: the hold it returns is the drive's
+# next safe point's read (bot.gate.recording), so a hold asked for while this waited for the
+# run's lock (committed after the snapshot, with the run's newer row) must not be missed.
+# Then nothing is written and the full transaction, whose statements see it, records instead.
 RECORD_EXECUTION_RENEWING = audited_postgres(
     "UPDATE approvals SET status = 'executed', result = :result "
-    "WHERE id = :id AND status = 'executing' "
+    "WHERE id = :id AND status = 'executing' AND EXISTS (SELECT 1 FROM fresh) "
     "AND CASE WHEN EXISTS (SELECT 1 FROM run) THEN TRUE "
     "ELSE NOT EXISTS (SELECT 1 FROM checkpoints WHERE checkpoints.approval_id = :id) END "
     f"RETURNING run_id, {HOLD_OF_APPROVAL_RUN}, EXISTS (SELECT 1 FROM run) AS ours",
     before=(
+        f"fresh AS MATERIALIZED (SELECT id FROM runs WHERE id = {_RUN_OF_CALL} "
+        f"AND {RUN_UNCHANGED_SINCE_SNAPSHOT.format(run=_RUN_OF_CALL)} FOR NO KEY UPDATE), "
         "run AS (UPDATE runs SET lease_expires_at = :lease_until "
-        f"WHERE id = {_RUN_OF_CALL} AND lease_owner = :owner RETURNING id)"
+        "WHERE id = (SELECT id FROM fresh) AND lease_owner = :owner RETURNING id)"
     ),
 )

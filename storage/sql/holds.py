@@ -31,6 +31,9 @@ UPGRADE_HOLD_TO_STOP = (
     "WHERE run_id = :run_id AND action <> 'stop'"
 )
 DELETE_HOLD = f"DELETE FROM run_holds WHERE run_id = :run_id RETURNING {HOLD_COLUMNS}"
+# A run's end drops a hold asked for while it worked: it ended before a safe point took it,
+# and a hold left behind would pause or stop the conversation's next request.
+DROP_HOLD = "DELETE FROM run_holds WHERE run_id = :run_id"
 # The drive's safe point: the run stops here, its history stored, its lease released. The
 # turn is not counted: the approvals of this turn (approved, not yet run) still answer its
 # calls when the run resumes.

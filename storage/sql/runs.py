@@ -231,6 +231,9 @@ def _finish_alone(history: bool, cancel: bool) -> str:
         f"finished AS ({ended} AND (parent_run_id IS NULL OR parent_approval_id IS NULL) "
         "RETURNING id, turn, progress_ts, channel)",
         f"answered AS ({INSERT_ANSWER_OF_FINISHED})",
+        # A hold asked for while it worked is dropped with its end (storage.sql.holds
+        # DROP_HOLD); its row is locked after the run's, the order every transaction keeps.
+        "unheld AS (DELETE FROM run_holds WHERE run_id = (SELECT id FROM finished))",
     ]
     if not cancel:
         ctes.append(_audit_from("finished", "id"))

@@ -179,6 +179,10 @@ class HoldStore:
         approvals with it) and the hold is gone. Returns the run's error text."""
 
         def body(tx: Tx) -> str:
+            # The run's lock before the hold's row, as request_hold takes them: the other
+            # order deadlocks with a Stop asked for meanwhile (it holds the run's lock and
+            # waits for the hold's row this deleted).
+            lock_run(tx, run_id)
             held = tx.one(DELETE_HOLD, {"run_id": run_id})
             who = HOLDS.load(tx, held) if held is not None else None
             error = "Stopped" + (f" by {who.requested_by}" if who else "")

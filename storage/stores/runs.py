@@ -22,6 +22,7 @@ from storage.models import Approval, Run
 from storage.records import FINISHED_RUN_STATUSES, DuplicateEvent, LeaseLost, RunBusy
 from storage.sql.approvals import APPROVALS_FOR_TURN
 from storage.sql.events import CLAIM_EVENT, INSERT_AUDIT, audit_row, audited_params
+from storage.sql.holds import DROP_HOLD
 from storage.sql.runs import (
     CLEAR_PROGRESS,
     CONTINUE_RUN,
@@ -281,6 +282,8 @@ class RunStore:
             if link is None:
                 raise LeaseLost(run_id)
             audit(tx, now, f"run_{status}", run_id=run_id, error=error)
+            # A hold asked for while it worked: the run ended first; not the next request's.
+            tx.execute(DROP_HOLD, {"run_id": run_id})
             # Its last message, with the end: posted until Slack takes it (:mod:`.answers`).
             store_answer(tx, run_id, status, answer if status == "completed" else error, now)
             if settle_approvals and cancel:

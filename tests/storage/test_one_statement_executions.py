@@ -136,7 +136,7 @@ async def _outcome(case: Case, call: Call) -> Any:
 
 
 def is_one(statement: str) -> bool:
-    return statement.startswith("WITH run AS") or statement.startswith("WITH changed AS")
+    return statement.startswith(("WITH run AS", "WITH changed AS", "WITH fresh AS"))
 
 
 async def test_the_usual_start_and_recording_are_one_statement_each(
