@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +22,6 @@ import pytest
 from bot.clock import utcnow
 from bot.engine import Request, Runner
 from bot.policy import AlreadyDecided, ApprovalNotFound, NotAllowed, StaleCopy
-from storage.drivers import pg_direct
 from storage.hashes import UNEDITED, fingerprint
 from storage.models import Approval
 from storage.records import DecisionOutcome, GrantDraft
@@ -32,20 +31,11 @@ from storage.sql import decisions as sql_decisions
 from storage.stores import decisions
 from tests.conftest import BASE_CONFIG, POSTGRES_URL, Database, make_config
 from tests.support.scripted_model import calls
+from tests.support.statements import statements
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
 WORKER = "worker-a/t1"
-
-
-@contextlib.contextmanager
-def statements() -> Iterator[list[str]]:
-    sent: list[str] = []
-    pg_direct.STATEMENT_HOOKS.append(sent.append)
-    try:
-        yield sent
-    finally:
-        pg_direct.STATEMENT_HOOKS.remove(sent.append)
 
 
 async def ask(runner: Runner, key: str, services: int = 1) -> list[Approval]:

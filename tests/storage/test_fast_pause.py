@@ -19,7 +19,6 @@ import asyncpg
 import pytest
 from ulid import ULID
 
-from storage.drivers import pg_direct
 from storage.models import Run
 from storage.records import (
     ApprovalDraft,
@@ -30,9 +29,9 @@ from storage.records import (
     RunHeld,
 )
 from storage.repository import Repository
-from storage.sql.runs import LOCK_RUN
 from storage.stores import pauses
 from tests.conftest import POSTGRES_URL, Database
+from tests.support.statements import begin_hold, statements
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -185,16 +184,6 @@ async def pause(
         run=run,
         **kwargs,
     )
-
-
-@contextlib.contextmanager
-def statements() -> Iterator[list[str]]:
-    sent: list[str] = []
-    pg_direct.STATEMENT_HOOKS.append(sent.append)
-    try:
-        yield sent
-    finally:
-        pg_direct.STATEMENT_HOOKS.remove(sent.append)
 
 
 @contextlib.contextmanager
@@ -442,16 +431,7 @@ async def test_a_hold_landing_while_the_pause_waits_is_seen_by_the_pause(
             await repo.approvals_for_run(RUN_ID)
             other = await connect(db)
             try:
-                transaction = other.transaction()
-                await transaction.start()
-                await other.execute(LOCK_RUN.replace(":run_id", "$1"), RUN_ID)
-                await other.execute(
-                    "INSERT INTO run_holds (run_id, action, requested_by, requested_at) "
-                    "VALUES ($1, $2, 'U0OP', $3)",
-                    RUN_ID,
-                    action,
-                    NOW,
-                )
+                transaction = await begin_hold(other, RUN_ID, action, NOW)
                 pauses.FAST_PAUSE = fast_path
                 try:
                     pausing = asyncio.create_task(pause(repo, run, [draft("apr_1")]))

@@ -17,6 +17,7 @@ from tests.storage.test_one_statement_executions import (
     _waiting_for_a_lock,
     approved_call,
 )
+from tests.support.statements import begin_hold
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -81,15 +82,7 @@ async def test_a_stop_committed_while_the_recording_waits_for_the_run_is_read(
     operator, probe = await _connect(database), await _connect(database)
     read: list[str | None] = []
     try:
-        hold_tx = operator.transaction()
-        await hold_tx.start()
-        await operator.execute(LOCK_RUN.replace(":run_id", "$1"), call.run_id)
-        await operator.execute(
-            "INSERT INTO run_holds (run_id, action, requested_by, requested_at) "
-            "VALUES ($1, 'stop', 'U0OP', $2)",
-            call.run_id,
-            NOW,
-        )
+        hold_tx = await begin_hold(operator, call.run_id, "stop", NOW)
         task = asyncio.create_task(call.record(on_hold=read.append))
         await _waiting_for_a_lock(probe, operator)
         await hold_tx.commit()

@@ -10,8 +10,7 @@ the full transaction alone (``ONE_STATEMENT = False``): the rows must be the sam
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,29 +18,18 @@ import asyncpg
 import pytest
 
 from bot.engine import Runner
-from storage.drivers import pg_direct
 from storage.repository import Mode, Repository, RunHeld, StorageError, Tx
-from storage.sql.runs import LOCK_RUN
 from storage.stores import executions
 from tests.bot.test_engine import calls, request
 from tests.conftest import POSTGRES_URL, Database, make_config
+from tests.support.statements import begin_hold
+from tests.support.statements import statements as sent
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
 NOW = datetime(2026, 12, 2, 12, 0, 0)
 LEASE = NOW + timedelta(minutes=5)  # the claim's lease, the same in every case
 LATER = NOW + timedelta(minutes=10)  # as a recording renews it
-
-
-@contextlib.contextmanager
-def sent() -> Iterator[list[str]]:
-    """The statements sent on the direct path meanwhile (BEGIN and COMMIT included)."""
-    statements: list[str] = []
-    pg_direct.STATEMENT_HOOKS.append(statements.append)
-    try:
-        yield statements
-    finally:
-        pg_direct.STATEMENT_HOOKS.remove(statements.append)
 
 
 class Call:
@@ -402,15 +390,7 @@ async def test_a_stop_committed_while_the_start_waits_for_the_run_is_seen(
     call = await approved_call(repo, "3.0")
     operator, probe = await _connect(database), await _connect(database)
     try:
-        hold_tx = operator.transaction()
-        await hold_tx.start()
-        await operator.execute(LOCK_RUN.replace(":run_id", "$1"), call.run_id)
-        await operator.execute(
-            "INSERT INTO run_holds (run_id, action, requested_by, requested_at) "
-            "VALUES ($1, 'stop', 'U0OP', $2)",
-            call.run_id,
-            NOW,
-        )
+        hold_tx = await begin_hold(operator, call.run_id, "stop", NOW)
         task = asyncio.create_task(call.begin(stop_if_held=True))
         await _waiting_for_a_lock(probe, operator)
         await hold_tx.commit()

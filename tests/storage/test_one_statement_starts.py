@@ -27,8 +27,8 @@ from tests.support.one_statement_runs import (
     open_run,
     rows_of,
     sent_alone,
-    statements,
 )
+from tests.support.statements import statements
 
 
 @POSTGRES

@@ -14,7 +14,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from storage.drivers import pg_direct
 from storage.repository import Mode, Repository, Tx
 from storage.sql.approvals import INSERT_APPROVAL
 from storage.sql.columns import APPROVAL_COLUMNS
@@ -24,17 +23,6 @@ from tests.conftest import POSTGRES_URL
 NOW = datetime(2026, 12, 2, 12, 0, 0)
 LEASE = NOW + timedelta(minutes=5)
 POSTGRES = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-
-
-@contextlib.contextmanager
-def statements() -> Iterator[list[str]]:
-    """The statements the direct path sends meanwhile (BEGIN and COMMIT included)."""
-    sent: list[str] = []
-    pg_direct.STATEMENT_HOOKS.append(sent.append)
-    try:
-        yield sent
-    finally:
-        pg_direct.STATEMENT_HOOKS.remove(sent.append)
 
 
 @contextlib.contextmanager
