@@ -113,6 +113,14 @@ async def database(backend: str, tmp_path: Path) -> AsyncIterator[Database]:
         yield db
         await db.close()
         return
+    async with postgres_schema() as db:
+        yield db
+
+
+@contextlib.asynccontextmanager
+async def postgres_schema() -> AsyncIterator[Database]:
+    """A fresh schema of the test database, dropped afterwards (the ``database`` fixture's
+    PostgreSQL; a test that compares two runs of one scenario opens a second)."""
     schema = f"t_{str(ULID()).lower()}"
     plain_url = POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://")
     admin = await asyncpg.connect(plain_url)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 import pytest
-from ulid import ULID
 
 from storage.models import Run
 from storage.records import (
@@ -30,7 +29,7 @@ from storage.records import (
 )
 from storage.repository import Repository
 from storage.stores import pauses
-from tests.conftest import POSTGRES_URL, Database
+from tests.conftest import POSTGRES_URL, Database, postgres_schema
 from tests.support.statements import begin_hold, statements
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
@@ -101,21 +100,6 @@ MIXED = [
         rule="broken",
     ),
 ]
-
-
-@contextlib.asynccontextmanager
-async def schema_database() -> AsyncIterator[Database]:
-    """A second fresh schema, as the ``database`` fixture makes one."""
-    schema = f"t_{str(ULID()).lower()}"
-    admin = await asyncpg.connect(_plain())
-    await admin.execute(f'CREATE SCHEMA "{schema}"')
-    db = Database(POSTGRES_URL, {"connect_args": {"server_settings": {"search_path": schema}}})
-    try:
-        yield db
-    finally:
-        await db.close()
-        await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        await admin.close()
 
 
 def _plain() -> str:
@@ -223,7 +207,7 @@ async def test_it_writes_the_rows_the_whole_transaction_writes(
 ) -> None:
     """The same rows in every table, the audit trail's ids and order included, and the same
     approvals returned; a pane's channel (D…) gives rows with no approvers their reach."""
-    async with schema_database() as other:
+    async with postgres_schema() as other:
         repo = await database.open()
         with statements() as sent:
             run = await open_run(repo, channel=channel, agent=agent)
@@ -425,7 +409,7 @@ async def test_a_hold_landing_while_the_pause_waits_is_seen_by_the_pause(
     (RunHeld, nothing stored); a Pause stores it held. The same either way."""
     ends = []
     for fast_path in (True, False):
-        async with schema_database() as db:
+        async with postgres_schema() as db:
             repo = await db.open()
             run = await open_run(repo)
             await repo.approvals_for_run(RUN_ID)
