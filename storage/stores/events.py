@@ -13,7 +13,7 @@ from typing import Any
 
 from storage.drivers import Database, Mode, Tx
 from storage.models import AuditEvent
-from storage.records import ExportedEvent
+from storage.records import ApprovalDraft, ExportedEvent
 from storage.sql.events import (
     AUDIT_PAGE,
     CLAIM_EVENT,
@@ -26,6 +26,16 @@ from storage.sql.events import (
 from storage.stores.rows import AUDIT
 
 WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
+
+
+def asked_for(draft: ApprovalDraft) -> dict[str, Any]:
+    """What the audit row of a call's approval being asked for says of the call (a pause's,
+    a grant's, a Workflow step's), so every way of asking records the same fields."""
+    return {
+        "tool": draft.tool_name,
+        "arguments": draft.arguments,
+        "expires_at": draft.expires_at.isoformat(),
+    }
 
 
 def audit(tx: Tx, now: datetime, event: str, **fields: Any) -> None:

@@ -38,7 +38,7 @@ from storage.sql.grants import (
     expired_grants_sql,
     grant_list_sql,
 )
-from storage.stores.events import audit
+from storage.stores.events import asked_for, audit
 from storage.stores.rows import APPROVALS, GRANTS
 from storage.values import storable
 
@@ -212,9 +212,7 @@ class GrantStore:
                 run_id=run_id,
                 approval_id=draft.id,
                 actor=requester,
-                tool=draft.tool_name,
-                arguments=draft.arguments,
-                expires_at=draft.expires_at.isoformat(),
+                **asked_for(draft),
                 grant_id=grant.id,
             )
             audit(

@@ -43,6 +43,7 @@ from storage.sql.reach import INSERT_REACH, ReachPlan, reach_rows
 from storage.sql.runs import PAUSE_RUN
 from storage.sql.waits import ADOPT_CALLBACK
 from storage.stores.delegations import hold_children_as_parent, insert_children
+from storage.stores.events import asked_for
 from storage.stores.reach import insert_reach
 from storage.stores.rows import APPROVALS
 from storage.stores.transitions import claim_resume, lock_run
@@ -103,9 +104,7 @@ def pause_rows(
             run_id=run_id,
             approval_id=draft.id,
             actor=requester,
-            tool=draft.tool_name,
-            arguments=draft.arguments,
-            expires_at=draft.expires_at.isoformat(),
+            **asked_for(draft),
             **({"min_approvals": draft.min_approvals} if draft.min_approvals > 1 else {}),
         )
         for draft in drafts

@@ -34,7 +34,7 @@ from storage.sql.steps import (
     STEP_OF_APPROVAL,
     STEPS_TO_COMPLETE,
 )
-from storage.stores.events import audit
+from storage.stores.events import asked_for, audit
 from storage.stores.reach import insert_reach
 from storage.stores.rows import APPROVALS
 
@@ -88,9 +88,7 @@ class StepStore:
                 run_id=run_id,
                 approval_id=draft.id,
                 actor=requester,
-                tool=draft.tool_name,
-                arguments=draft.arguments,
-                expires_at=draft.expires_at.isoformat(),
+                **asked_for(draft),
                 function_execution_id=function_execution_id,
                 workflow_execution_id=workflow_execution_id,
             )
