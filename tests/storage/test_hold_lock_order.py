@@ -47,14 +47,7 @@ async def test_a_stop_at_the_safe_point_and_a_second_stop_do_not_deadlock(
         stopped = asyncio.create_task(
             repo.stop_held_run(call.run_id, worker=call.owner, history=[], now=NOW)
         )
-        for _ in range(200):  # until both wait
-            waiting = await probe.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND datname = current_database()"
-            )
-            if waiting >= 2:
-                break
-            await asyncio.sleep(0.01)
+        await _waiting_for_a_lock(probe, locker, at_least=2)  # until both wait
         await held.commit()
         outcomes = await asyncio.gather(again, stopped, return_exceptions=True)
     finally:

@@ -304,16 +304,25 @@ async def _connect(database: Database) -> asyncpg.Connection:
     return await asyncpg.connect(_plain(), server_settings=settings)
 
 
-async def _waiting_for_a_lock(admin: asyncpg.Connection, pid_of: asyncpg.Connection) -> None:
-    """Until some other backend than ``pid_of``'s waits for a row lock."""
+async def _waiting_for_a_lock(
+    admin: asyncpg.Connection, pid_of: asyncpg.Connection, at_least: int = 1
+) -> None:
+    """Until ``at_least`` backends wait, directly or behind another waiter, for a lock
+    ``pid_of``'s backend holds (others' tests share the database: any backend waiting for any
+    lock is not enough)."""
     mine = pid_of.get_server_pid()
     for _ in range(200):
-        waiting = await admin.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND pid <> $1 AND datname = current_database()",
-            mine,
+        rows = await admin.fetch(
+            "SELECT pid, pg_blocking_pids(pid) AS blockers FROM pg_stat_activity "
+            "WHERE datname = current_database()"
         )
-        if waiting:
+        behind = {mine}
+        while True:
+            more = {r["pid"] for r in rows if behind & set(r["blockers"])} - behind
+            if not more:
+                break
+            behind |= more
+        if len(behind) - 1 >= at_least:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("nothing waited for the lock")
