@@ -268,7 +268,16 @@ async def run_direct(
     try:
         tx = DirectTx(connection, prepare, one=begin is None)
         if begin is None:
-            result = await greenlet_spawn(_whole, body, tx)
+            try:
+                result = await greenlet_spawn(_whole, body, tx)
+            except DBAPIError as exc:
+                # A statement the server refused (a value too long, a constraint) leaves an
+                # autocommit connection as it was: pooled again, not closed (a flood of bad
+                # input would otherwise cost a new connection each).
+                sound = isinstance(exc.orig, asyncpg.PostgresError) and not (
+                    exc.connection_invalidated
+                )
+                raise
             sound = True
             return result
         await _simple(connection, begin)

@@ -123,3 +123,30 @@ async def test_a_full_pool_switches_a_connections_kind_and_a_roomy_one_opens_ano
             assert len(pool._kind) == opened
         finally:
             await pool.close()
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_a_refused_one_statement_write_keeps_its_connection(database: Database) -> None:
+    """A statement the server refuses in autocommit (here a value too long) changes nothing
+    and leaves its connection clean: it goes back to the pool rather than being closed."""
+    repo = await database.open()
+    await repo.database.execute_sql("CREATE TABLE short_values (v varchar(3))")
+    pool = repo.database._direct  # type: ignore[attr-defined]
+    assert pool is not None
+
+    def write(tx: Tx) -> int:
+        return tx.execute("INSERT INTO short_values (v) VALUES (:v)", {"v": "too long"})
+
+    pids = set()
+    for _ in range(5):
+        with pytest.raises(DATABASE_FAILURES):
+            await repo.database.run(write, Mode.WRITE_ONE)
+        pids.add(await repo.database.run(backend_pid, Mode.READ_ONE))
+    assert pool.discarded == 0 and len(pids) == 1
+
+    def count(tx: Tx) -> int:
+        row = tx.one("SELECT count(*) FROM short_values")
+        assert row is not None
+        return int(row[0])
+
+    assert await repo.database.run(count, Mode.READ_ONE) == 0
