@@ -21,11 +21,12 @@ commit level with its BEGIN (``transaction_begins``), WRITE_ONE included.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
@@ -118,6 +119,20 @@ class _PostgresTx:
 PG_TIMEOUTS = frozenset({"55P03", "57014"})
 
 
+@contextlib.contextmanager
+def _busy_past_deadline() -> Iterator[None]:
+    """A transaction under a time limit that the server (its lock or statement timeout) or
+    the client's own timeout ended: DatabaseBusy, which callers answer "try again"."""
+    try:
+        yield
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) in PG_TIMEOUTS:
+            raise DatabaseBusy(f"the database did not answer in time: {exc.orig}") from exc
+        raise
+    except TimeoutError as exc:
+        raise DatabaseBusy("the database did not answer in time") from exc
+
+
 class PostgresDatabase:
     """PostgreSQL through asyncpg: the body runs in ``run_sync`` on the event loop."""
 
@@ -188,7 +203,7 @@ class PostgresDatabase:
             f"{opening}; SELECT set_config('lock_timeout', '{limit_ms}', true), "
             f"set_config('statement_timeout', '{limit_ms}', true)"
         )
-        try:
+        with _busy_past_deadline():
             async with asyncio.timeout(remaining + PG_UNRESPONSIVE_GRACE) as client_timeout:
                 return await run_direct(
                     self._direct,
@@ -199,12 +214,6 @@ class PostgresDatabase:
                     # COMMIT, once sent, is waited for (see _run_until)
                     before_commit=lambda: client_timeout.reschedule(None),
                 )
-        except DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) in PG_TIMEOUTS:
-                raise DatabaseBusy(f"the database did not answer in time: {exc.orig}") from exc
-            raise
-        except TimeoutError as exc:
-            raise DatabaseBusy("the database did not answer in time") from exc
 
     async def _run_until(self, body: Callable[[Tx], T], deadline: float) -> T:
         """In a transaction whose lock waits and statements the server ends at the deadline.
@@ -223,7 +232,7 @@ class PostgresDatabase:
         settings = (
             "SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)"
         )
-        try:
+        with _busy_past_deadline():
             async with asyncio.timeout(remaining + PG_UNRESPONSIVE_GRACE) as client_timeout:
                 async with self._engine.begin() as conn:
                     try:
@@ -236,12 +245,6 @@ class PostgresDatabase:
                         raise
                     client_timeout.reschedule(None)  # COMMIT, on leaving the block, is awaited
                     return result
-        except DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) in PG_TIMEOUTS:
-                raise DatabaseBusy(f"the database did not answer in time: {exc.orig}") from exc
-            raise
-        except TimeoutError as exc:
-            raise DatabaseBusy("the database did not answer in time") from exc
 
     def run_blocking(self, body: Callable[[Tx], T], mode: Mode) -> T:
         """Run ``body`` and wait for its commit without awaiting: for code on the event loop's

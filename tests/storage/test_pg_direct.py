@@ -19,6 +19,7 @@ from storage.drivers import pg_direct
 from storage.drivers.pg_pool import DirectPool
 from storage.limits import DATABASE_FAILURES
 from storage.repository import Mode, Tx
+from tests.storage.test_durability import commit_level
 from tests.conftest import POSTGRES_URL, Database
 
 
@@ -45,12 +46,6 @@ async def test_a_connection_the_server_ended_is_a_database_failure(
             assert await repo.database.run(backend_pid, mode) != pid
     finally:
         await admin.close()
-
-
-def commit_level(tx: Tx) -> str:
-    row = tx.one("SELECT current_setting('synchronous_commit')")
-    assert row is not None
-    return str(row[0])
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)

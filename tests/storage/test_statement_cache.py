@@ -21,6 +21,7 @@ from storage.drivers import pg_direct
 from storage.drivers.pg_commits import transaction_begins
 from storage.limits import time_limit
 from storage.repository import Mode, Repository, Tx
+from tests.storage.test_durability import commit_level
 from tests.conftest import Database
 
 
@@ -30,12 +31,6 @@ async def open_repo(database: Database, *, statement_cache: bool) -> Repository:
     )
     database._repos.append(repo)  # closed with the database
     return repo
-
-
-def commit_level(tx: Tx) -> str:
-    row = tx.one("SELECT current_setting('synchronous_commit')")
-    assert row is not None
-    return str(row[0])
 
 
 def prepared_after_a_parametrized_statement(tx: Tx) -> int:
