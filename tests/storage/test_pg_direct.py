@@ -19,8 +19,8 @@ from storage.drivers import pg_direct
 from storage.drivers.pg_pool import DirectPool
 from storage.limits import DATABASE_FAILURES
 from storage.repository import Mode, Tx
-from tests.storage.test_durability import commit_level
 from tests.conftest import POSTGRES_URL, Database
+from tests.storage.test_durability import commit_level
 
 
 def backend_pid(tx: Tx) -> int:

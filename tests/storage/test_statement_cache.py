@@ -21,8 +21,8 @@ from storage.drivers import pg_direct
 from storage.drivers.pg_commits import transaction_begins
 from storage.limits import time_limit
 from storage.repository import Mode, Repository, Tx
-from tests.storage.test_durability import commit_level
 from tests.conftest import Database
+from tests.storage.test_durability import commit_level
 
 
 async def open_repo(database: Database, *, statement_cache: bool) -> Repository:
