@@ -185,6 +185,8 @@ async def main() -> None:
 @contextlib.asynccontextmanager
 async def postgres_database(url: str) -> AsyncIterator[str]:
     """A scratch database on the server at ``url``, dropped afterwards."""
+    from urllib.parse import urlsplit, urlunsplit
+
     import asyncpg
 
     name = f"bench_{str(ULID()).lower()}"
@@ -192,7 +194,9 @@ async def postgres_database(url: str) -> AsyncIterator[str]:
     admin = await asyncpg.connect(plain)
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield plain.rsplit("/", 1)[0] + f"/{name}"
+        # The path is the database's name; a query (``?host=/var/run/postgresql``, a Unix
+        # socket) is kept.
+        yield urlunsplit(urlsplit(plain)._replace(path=f"/{name}"))
     finally:
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         await admin.close()

@@ -20,10 +20,13 @@ if TYPE_CHECKING:
 
 EXAMPLES = "sqlite:///path/to/approval-bot.db or postgresql://user@host/database"
 # What a PostgreSQL URL may say after "?": libpq's sslmode (asyncpg calls it ssl), whose
-# values both drivers share. Anything else reached asyncpg as an unknown argument (a
-# TypeError traceback at the first connection).
+# values both drivers share, and libpq's host, which may name the directory of the server's
+# Unix socket (``?host=/var/run/postgresql``: no TCP when the database is on the same machine).
+# Anything else reached asyncpg as an unknown argument (a TypeError traceback at the first
+# connection).
 SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
-POSTGRES_OPTIONS = ("sslmode", "ssl")
+SSL_OPTIONS = ("sslmode", "ssl")
+POSTGRES_OPTIONS = (*SSL_OPTIONS, "host")
 # user:password@ in a URL too broken to parse: the password is still hidden.
 _PASSWORD = re.compile(r"(://[^/?#@:]*:)[^@/?#]*@")
 # A SQLite URL that names a file and nothing else (the common case): read without SQLAlchemy,
@@ -68,16 +71,28 @@ def parse_database_url(url: str) -> URL:
             if option not in POSTGRES_OPTIONS:
                 raise ValueError(
                     f"{shown}: unknown option {option!r}; a PostgreSQL URL may only give "
-                    f"sslmode ({', '.join(SSL_MODES)})"
+                    f"sslmode ({', '.join(SSL_MODES)}) and host (a server, or the directory "
+                    "of its Unix socket: ?host=/var/run/postgresql)"
                 )
-            if value not in SSL_MODES:
-                raise ValueError(f"{shown}: {option} must be one of {', '.join(SSL_MODES)}")
+            _check_postgres_option(shown, option, value)
     else:
         raise ValueError(
             f"{shown}: {backend!r} databases are not supported; use SQLite or PostgreSQL "
             f"({EXAMPLES})"
         )
     return parsed
+
+
+def _check_postgres_option(shown: str, option: str, value: str | tuple[str, ...]) -> None:
+    if isinstance(value, tuple):  # the option given twice
+        raise ValueError(f"{shown}: {option} is given more than once; give it once")
+    if option in SSL_OPTIONS and value not in SSL_MODES:
+        raise ValueError(f"{shown}: {option} must be one of {', '.join(SSL_MODES)}")
+    if option == "host" and (not value or "," in value or value.strip() != value):
+        raise ValueError(
+            f"{shown}: host must name one server, or the directory of its Unix socket "
+            "(?host=/var/run/postgresql)"
+        )
 
 
 def check_database_url(url: str) -> None:

@@ -16,7 +16,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 
 class RoundTripRelay:
@@ -35,10 +35,12 @@ class RoundTripRelay:
         self._thread.start()
 
     def url(self, url: str) -> str:
-        """``url`` (postgresql://user@host:port/db) pointed at the relay instead."""
+        """``url`` (postgresql://user@host:port/db) pointed at the relay instead (a Unix
+        socket's ``?host=`` dropped: the relay is TCP)."""
         parts = urlsplit(url)
         user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
-        return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}"))
+        query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "host"])
+        return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{self.port}", query=query))
 
     @contextmanager
     def counting(self) -> Iterator[None]:

@@ -3,8 +3,10 @@ where PostgreSQL printed a traceback (and SQLite kept the value, or overflowed).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -68,6 +70,11 @@ def test_the_longest_values_the_database_holds_are_taken(
         # Options asyncpg does not take were a TypeError traceback at the first connection.
         ("postgresql://bot:hunter2secret@127.0.0.1:1/x?application_name=bot", "'application_name'"),
         ("postgresql://bot:hunter2secret@127.0.0.1:1/x?sslmode=bogus", "sslmode must be one of"),
+        # libpq's multi-host lists and a repeated option: asyncpg would try them in turn.
+        ("postgresql://bot:hunter2secret@/x?host=/a,/b", "host must name one server"),
+        ("postgresql://bot:hunter2secret@/x?host=/a&host=/b", "host is given more than once"),
+        # A socket directory where no server listens: the open fails in one line.
+        ("postgresql://bot:hunter2secret@/x?host=/nonexistent-socket-dir", "cannot open"),
     ],
 )
 def test_a_database_url_option_or_shape_we_cannot_use_is_one_line_without_the_password(
@@ -96,6 +103,44 @@ def test_libpq_sslmode_in_a_postgresql_url_is_understood(
     monkeypatch.setenv("DATABASE_URL", f"{postgres_database}?sslmode=disable")
     code, _, err = run_cli(capsys, "--config", str(config_file), "approvals", "list")
     assert code == 0, err
+
+
+@pytest.mark.skipif(not POSTGRES_URL, reason="needs APPROVAL_BOT_TEST_POSTGRES_URL")
+def test_a_unix_socket_directory_in_host_reaches_the_server_without_tcp(
+    postgres_database: str,
+    config_file: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``?host=/var/run/postgresql`` (libpq's spelling; Cloud SQL's proxy and a database on
+    the same machine use it) was refused as an unknown option. That the directory is the one
+    used (not a default) is the hostile case above: an empty directory fails to open."""
+    directory = asyncio.run(_socket_directory(postgres_database))
+    if directory is None:
+        pytest.skip("the test server listens on no Unix socket")
+    parts = urlsplit(postgres_database)
+    user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    url = urlunsplit(parts._replace(netloc=user, query=f"host={directory}"))
+    monkeypatch.setenv("DATABASE_URL", url)
+    code, _, err = run_cli(capsys, "--config", str(config_file), "db", "upgrade")
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "--config", str(config_file), "approvals", "list", "--json")
+    assert code == 0 and json.loads(out) == [], err
+
+
+async def _socket_directory(url: str) -> str | None:
+    """The server's first Unix socket directory that exists here, or None."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    connection = await asyncpg.connect(url)
+    try:
+        setting = await connection.fetchval("SHOW unix_socket_directories")
+    finally:
+        await connection.close()
+    for directory in (part.strip() for part in (setting or "").split(",")):
+        if directory.startswith("/") and Path(directory).is_dir():
+            return directory
+    return None
 
 
 @pytest.mark.parametrize("given", ["@bo", "bo@x.com", "bo", "u0bo"])
