@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
@@ -27,7 +28,14 @@ from handlers import listeners
 from handlers.flows import CardGrants
 from handlers.flows.assistant import pane_events, run_state
 from handlers.flows.runs import step_card_refused
-from handlers.middleware import parsed_request, refuse_malformed, signed
+from handlers.middleware import (
+    ANSWERED_EARLY,
+    answered_before_dispatch,
+    observe_answered,
+    parsed_request,
+    refuse_malformed,
+    signed,
+)
 from handlers.services import Services
 from handlers.slack import (
     HomeTabs,
@@ -167,6 +175,7 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
     secret = (settings.signing_secret or NO_SECRET).encode()
 
     async def slack_events(request: web.Request) -> web.Response:
+        started = time.monotonic()
         raw = await request.read()
         if not signed(secret, raw, request):
             return web.json_response({"error": "invalid signature"}, status=401)
@@ -174,6 +183,8 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
         if isinstance(parsed, str):
             log.warning("refused a signed request: %s", parsed)
             return web.json_response({"error": f"malformed request: {parsed}"}, status=400)
+        if answered_before_dispatch(parsed.body):
+            return await answer_then_dispatch(request, parsed, started)
         with services.background.acknowledging():
             bolt_response = await app.async_dispatch(parsed)
             response = await to_aiohttp_response(bolt_response)
@@ -181,6 +192,33 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
             await response.prepare(request)
             await response.write_eof()
         return response
+
+    async def answer_then_dispatch(
+        request: web.Request, parsed: AsyncBoltRequest, started: float
+    ) -> web.Response:
+        """A click: Slack's empty 200 first, then bolt's dispatch as tracked background work.
+
+        Bolt's dispatch (its middleware, the listener's matching and arguments) was most of a
+        click's acknowledgement, and in a burst every click waited behind the dispatch of
+        those before it. Verified and decoded above, a click's answer no longer depends on it.
+        The dispatch is tracked like the work it spawns, so shutdown waits for it, and it starts
+        once the burst's answers are written (:class:`bot.ops.BackgroundTasks`). A crash
+        between the answer and the dispatch loses the click, as one between the answer and its
+        decision always could: the clicker sees the card unchanged and clicks again.
+        """
+        parsed.context[ANSWERED_EARLY] = True
+        with services.background.acknowledging():
+            response = web.Response(status=200)
+            await response.prepare(request)
+            await response.write_eof()
+            observe_answered(parsed.body, started)
+            services.background.spawn(dispatched(parsed), name="slack click")
+        return response
+
+    async def dispatched(parsed: AsyncBoltRequest) -> None:
+        answer = await app.async_dispatch(parsed)
+        if answer.status >= 400:  # Slack was told 200: a refusal would go unseen
+            log.warning("bolt refused a click already answered: %s %s", answer.status, answer.body)
 
     async def healthz(_request: web.Request) -> web.Response:
         outages = services.runner.outages  # an outage is logged once, not at every probe

@@ -9,11 +9,21 @@ request's ids to its log lines and times its acknowledgement
 """
 
 from handlers.middleware.incoming import decode_body, parsed_request, signed
-from handlers.middleware.observe import observe_request, request_ids, request_kind
+from handlers.middleware.observe import (
+    ANSWERED_EARLY,
+    answered_before_dispatch,
+    observe_answered,
+    observe_request,
+    request_ids,
+    request_kind,
+)
 from handlers.middleware.payloads import problem, refuse_malformed
 
 __all__ = [
+    "ANSWERED_EARLY",
+    "answered_before_dispatch",
     "decode_body",
+    "observe_answered",
     "observe_request",
     "parsed_request",
     "problem",

@@ -24,6 +24,34 @@ from handlers.blocks import (
 
 # Actions whose value is the approval's (or question's) id.
 APPROVAL_ACTIONS = (APPROVE, DENY, SHOW_ARGUMENTS, ANSWER)
+# In a bolt request's context: the request was answered before bolt dispatched it
+# (:func:`answered_before_dispatch`), so its acknowledgement was timed there.
+ANSWERED_EARLY = "approval_bot_answered_early"
+
+
+def answered_before_dispatch(body: dict[str, Any]) -> bool:
+    """Whether Slack's answer to this request is an empty 200 whatever its listener does, and
+    nothing the listener does belongs before that answer, so it can be written before bolt
+    dispatches the request.
+
+    An Approve click: its listener acknowledges with nothing and hands the decision to
+    background work (the clicker is answered through ``response_url``), and it is the click
+    that comes in bursts. Not a button that opens a form (Deny, "Show all arguments": the form
+    opens in the acknowledgement path, while the click's ``trigger_id`` is fresh), a slash
+    command or a form's submission (their answer carries what the listener says), nor an
+    event (answered 503 when it cannot be stored, so that Slack delivers it again).
+    """
+    if body.get("type") != "block_actions":
+        return False
+    actions = body.get("actions")
+    return bool(actions) and all(
+        isinstance(action, dict) and action.get("action_id") == APPROVE for action in actions
+    )
+
+
+def observe_answered(body: dict[str, Any], started: float) -> None:
+    """The acknowledgement latency of a request answered before dispatch."""
+    metrics.observe_ack(request_kind(body), time.monotonic() - started)
 
 
 def request_kind(body: dict[str, Any]) -> str:
@@ -78,14 +106,18 @@ def _approval_of(action: dict[str, Any]) -> str | None:
     return choice[0] if choice else None
 
 
-async def observe_request(body: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:
+async def observe_request(
+    body: dict[str, Any], context: dict[str, Any], next: Callable[[], Awaitable[Any]]
+) -> Any:
     """Bolt middleware: the ids go on every log line of the request (and of the tasks it
     starts), and the time until bolt answers Slack is the acknowledgement latency (with
-    ``process_before_response`` bolt answers when the listeners return)."""
+    ``process_before_response`` bolt answers when the listeners return; a request answered
+    before dispatch was timed when its answer was written)."""
     started = time.monotonic()
     token = logs.bind(**request_ids(body))
     try:
         return await next()
     finally:
-        metrics.observe_ack(request_kind(body), time.monotonic() - started)
+        if not context.get(ANSWERED_EARLY):
+            metrics.observe_ack(request_kind(body), time.monotonic() - started)
         logs.unbind(token)

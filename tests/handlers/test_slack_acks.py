@@ -8,9 +8,11 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import asyncpg
 from freezegun import freeze_time
+from slack_bolt.async_app import AsyncApp
 
 from bot.clock import utcnow
 from storage.repository import PendingFilter, Repository
@@ -153,3 +155,39 @@ async def test_a_decision_waits_while_another_click_is_being_answered(repo: Repo
         decided = await repo.get_approval(web_id)
         assert decided is not None and decided.status == "executed"
     assert ops_tools.EXECUTED == [("restart_service", {"service": "web"})]
+
+
+async def test_an_approve_click_is_answered_before_bolt_dispatches_it(repo: Repository) -> None:
+    """In a burst every click waited behind bolt's dispatch of those before it. An Approve
+    click is answered once verified and decoded; bolt's dispatch (held here by a middleware
+    of the test's) follows as tracked background work, so ``idle`` (and shutdown) wait for
+    it, and the decision is made once it runs. A Deny click still opens its form before its
+    answer (the other tests here)."""
+    async with running_bot(make_config(), repo) as slack:
+        await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+        [card] = slack.cards()
+        dispatching = asyncio.Event()
+        release = asyncio.Event()
+
+        async def hold_clicks(body: dict, next: Any) -> Any:
+            if body.get("type") == "block_actions":
+                dispatching.set()
+                await release.wait()
+            return await next()
+
+        app = slack.bot.app
+        assert isinstance(app, AsyncApp)
+        app.middleware(hold_clicks)
+        click = await asyncio.wait_for(
+            slack.server.click("U0APPROVER1", card, "approval_approve"), 10
+        )
+        assert click.status == 200 and click.body == ""
+        await asyncio.wait_for(dispatching.wait(), 10)  # after the answer, in the background
+        assert len(slack.bot.services.background) >= 1, "tracked: shutdown waits for it"
+        assert ops_tools.EXECUTED == []
+        settled = asyncio.create_task(slack.settle())
+        await asyncio.sleep(0.2)
+        assert not settled.done(), "idle waits for the held dispatch"
+        release.set()
+        await settled
+    assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
