@@ -240,8 +240,10 @@ class Drives:
             history = await self._answer_from_approvals(run, history, turn)
         last: Any = None
         try:
-            conversation = self.model(run.model_id).conversation(
-                chain_limit=self.config.chain_limit
+            # The run's id for the conversation's: ``model.conversation()`` would make one, a
+            # ULID (llm's take 43 000 instructions, 1.5 % of a cycle for its two drives).
+            conversation = llm.AsyncConversation(
+                model=self.model(run.model_id), id=run.id, chain_limit=self.config.chain_limit
             )
             async for response in conversation.chain(
                 **chain_input(history), tools=[*self.offered(run, turn.delegation)]
