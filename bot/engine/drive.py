@@ -155,12 +155,13 @@ class Drives:
             assert run.lease_owner is not None
             return await self.drive(run, run.lease_owner)
         owner = self.leases.new_owner()
+        now = self.leases.clock()
         run = await self.repo.start_resumed_run(
             run_id,
             worker=self.leases.worker_id,
             owner=owner,
-            lease_until=self.leases.until(),
-            now=self.leases.clock(),
+            lease_until=self.leases.until(now),
+            now=now,
         )
         return await self.drive(run, owner)
 
@@ -289,15 +290,16 @@ class Drives:
             return await self._fail(run, turn.failures[0].original, owner)
         answer = await last.text() if last is not None else ""
         final_history = await history_at(last, history)
+        now = self.leases.clock()
         parent = await self.repo.finish_run(
             run.id,
             worker=owner,
             status="completed",
             history=[stored(m) for m in final_history],
             answer=answer,
-            now=self.leases.clock(),
+            now=now,
             claimer=self.leases.worker_id,
-            lease_until=self.leases.until(),
+            lease_until=self.leases.until(now),
         )
         if parent is not None:
             failpoint("child_ended")
@@ -374,6 +376,7 @@ class Drives:
             else d
             for d in turn.drafts
         ]
+        now = self.leases.clock()
         try:
             pause = await self.repo.save_pause(
                 run.id,
@@ -384,8 +387,8 @@ class Drives:
                 # (bot.engine.batches).
                 drafts=batched(drafts, self.config.batch_threshold_for),
                 still_pending=turn.still_pending,
-                lease_until=self.leases.until(),
-                now=self.leases.clock(),
+                lease_until=self.leases.until(now),
+                now=now,
                 # The drafted calls' safe point (bot.gate.safe_points): nothing ran since.
                 stop_if_held=turn.unchecked_drafts,
                 # As this drive knows it: the common pause is then one statement (PostgreSQL).
@@ -434,15 +437,16 @@ class Drives:
 
     async def _fail(self, run: Run, exc: BaseException, owner: str) -> RunOutcome:
         message = describe_failure(exc, self.config.chain_limit)
+        now = self.leases.clock()
         try:
             parent = await self.repo.finish_run(
                 run.id,
                 worker=owner,
                 status="failed",
                 error=message,
-                now=self.leases.clock(),
+                now=now,
                 claimer=self.leases.worker_id,
-                lease_until=self.leases.until(),
+                lease_until=self.leases.until(now),
             )
         except LeaseLost:
             # The run is another drive's now: this failure is not the run's, say nothing.
