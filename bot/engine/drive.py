@@ -190,7 +190,7 @@ class Drives:
             recording=self.recording,
             turn_number=run.turn,
             base_url=self.public_url,
-            question_policy=self.config.question_policy(),
+            question_policy=self.config.question_policy,
             max_retry_wait=self.config.max_retry_wait,
             max_retry_attempts=self.config.max_retry_attempts,
             wait_policy=self.config.wait_policy,
