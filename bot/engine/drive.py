@@ -255,8 +255,7 @@ class Drives:
                     before = history_before(response, last, history)
                     return await self._hold(run, before, turn, owner, action)
                 last = response
-                await _told(response, turn)
-                turn.why = await response.text()  # read already: its text, for the cards
+                turn.why = await _told(response, turn)  # its text, for the cards
                 turn.hold_epoch += 1  # the model call ended: TurnContext.hold_epoch
         except GateFailure as failure:
             return await self._fail(run, failure.original, owner)
@@ -463,20 +462,20 @@ class Drives:
         )
 
 
-async def _told(response: Any, turn: TurnContext) -> None:
+async def _told(response: Any, turn: TurnContext) -> str:
     """Read one model response, telling the thread its text as it comes and its calls as
-    pending tasks (bot.gate.stream_events); nothing is told when no one listens."""
-    if turn.on_event is None:
-        await response.text()
-        return
-    async for chunk in response:
-        if chunk:
-            turn.emit(RunEvent(run_id=turn.run_id, kind="text", text=chunk))
-    for call in await response.tool_calls():
-        event = task_event(
-            turn.run_id, call.tool_call_id or "", call.name, call.arguments, "pending"
-        )
-        turn.emit(event)
+    pending tasks (bot.gate.stream_events); nothing is told when no one listens. Its text."""
+    if turn.on_event is not None:
+        async for chunk in response:
+            if chunk:
+                turn.emit(RunEvent(run_id=turn.run_id, kind="text", text=chunk))
+        for call in await response.tool_calls():
+            event = task_event(
+                turn.run_id, call.tool_call_id or "", call.name, call.arguments, "pending"
+            )
+            turn.emit(event)
+    text: str = await response.text()
+    return text
 
 
 def _handed_over(run: Run) -> RunOutcome:
