@@ -163,6 +163,8 @@ class TurnContext:
 
 
 def _take_same_call(rows: list[Any], tool_name: str, tool_call: llm.ToolCall) -> Any | None:
+    if not rows:  # no replay (almost every drive): the arguments' round trip through JSON
+        return None  # would cost 35 000 instructions, twice per new gated call
     arguments = json.loads(json.dumps(dict(tool_call.arguments), default=str))
     for row in rows:
         if row.tool_name == tool_name and row.arguments == arguments:
