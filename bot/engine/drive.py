@@ -34,7 +34,7 @@ from bot.engine.failures import (
     reused_call_id,
 )
 from bot.engine.holds import stop_at_safe_point
-from bot.engine.leases import FirstRenewals, LeaseKeeper, Leases
+from bot.engine.leases import LeaseKeeper, Leases
 from bot.engine.outcomes import RunOutcome
 from bot.engine.transcript import (
     chain_input,
@@ -105,8 +105,6 @@ class Drives:
         # (bot.gate.recording): this process's sweeper never takes one of them over, the
         # drive records the result itself once the database is back.
         self.recording: set[str] = set()
-        # When the drives' leases are first renewed: one timer for them all.
-        self.first_renewals = FirstRenewals()
 
     @property
     def public_url(self) -> str:
@@ -221,7 +219,6 @@ class Drives:
             interval=max(self.config.run_lease.total_seconds() / 3, 0.05),
             lease_until=self.leases.until,
             turn=turn,
-            first=self.first_renewals,
             outages=self.outages,
         )
         try:

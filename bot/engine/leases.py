@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import os
 import secrets
@@ -58,61 +57,6 @@ class Leases:
         return f"{self.worker_id}/{secrets.token_hex(5)}"
 
 
-class FirstRenewals:
-    """When the drives of one runner first renew their leases: one loop timer for them all.
-
-    Almost every drive ends long before its first renewal (a drive takes about a millisecond,
-    a lease lasts minutes). A timer per drive cost its handle, its place in the loop's heap and
-    its cancellation: 28 000 instructions a drive with its keeper, 13 000 this way (a pause ->
-    decide -> resume cycle, two drives, takes 5.8 M). Here a drive's keeper only notes when its
-    first renewal is due, and forgets it when the drive ends; the one timer, armed for the
-    earliest of them, fires at that moment, starts the renewals of the keepers due by then,
-    and is armed again for the next one. A timer that finds its drive ended just moves on:
-    with drives coming one after another it fires about once per renewal interval. After its
-    first renewal a keeper arms its own timer (the rare drive that outlasts a third of its
-    lease).
-
-    Bound to the event loop of the drives it serves: the first keeper of another loop starts
-    afresh there (the timer of a loop that has ended never fires).
-    """
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._due: dict[LeaseKeeper, float] = {}  # each waiting keeper: its loop time
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
-
-    def add(self, keeper: LeaseKeeper, loop: asyncio.AbstractEventLoop, at: float) -> None:
-        """``keeper`` renews first at ``at`` (``loop``'s time) unless removed before."""
-        if loop is not self._loop:
-            self._loop, self._due, self._timer = loop, {}, None
-        self._due[keeper] = at
-        if self._timer is None or at < self._timer_at:
-            self._arm(loop, at)
-
-    def remove(self, keeper: LeaseKeeper) -> None:
-        """``keeper``'s drive ended: no renewal (the timer stays armed for the others)."""
-        self._due.pop(keeper, None)
-
-    def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = at
-        # An empty context: the timer keeps no drive's context (its turn, its ids) alive.
-        self._timer = loop.call_at(at, self._fire, loop, context=contextvars.Context())
-
-    def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = None
-        # Due: what was due by the moment the timer was armed for (it may fire a clock
-        # resolution early, never before anything it was armed for).
-        due = [keeper for keeper, at in self._due.items() if at <= self._timer_at]
-        for keeper in due:
-            del self._due[keeper]
-            keeper.renew_now()
-        if self._due:
-            self._arm(loop, min(self._due.values()))
-
-
 class LeaseKeeper:
     """Renews a drive's lease every ``interval`` seconds (a third of ``run_lease``) until
     stopped; on LeaseLost it marks the turn, and the gate stops the drive at its next call.
@@ -120,10 +64,10 @@ class LeaseKeeper:
     5 s, and logged once per outage (``bot.ops.outage``); each renewal that gets through
     moves ``turn.lease_expires_at``, which a result waiting to be recorded waits until.
 
-    The first renewal waits on the runner's shared timer (:class:`FirstRenewals`), the later
-    ones on a timer of the keeper's own. A timer rather than a task that sleeps: a task per
-    drive costs its creation, its cancellation and loop iterations for both. The renewal task
-    is created only when it is due, in the drive's context, as the sleeping task was.
+    A timer rather than a task that sleeps: almost every drive ends long before its first
+    renewal (a drive takes about a millisecond, a lease lasts minutes), and a task per drive
+    costs its creation, its cancellation and loop iterations for both. The renewal task is
+    created only when the timer fires, in the drive's context, as the sleeping task was.
     """
 
     def __init__(
@@ -135,7 +79,6 @@ class LeaseKeeper:
         interval: float,
         lease_until: Callable[[], datetime],
         turn: TurnContext,
-        first: FirstRenewals,
         outages: OutageLog | None = None,
     ) -> None:
         self._repo = repo
@@ -145,26 +88,17 @@ class LeaseKeeper:
         self._lease_until = lease_until
         self._turn = turn
         self._outages = outages or OutageLog()
+        self._source = f"renewing the lease of run {run_id}"
         self._retry = RETRY_FIRST
         self._loop = asyncio.get_running_loop()
-        self._context = contextvars.copy_context()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._first = first
-        first.add(self, self._loop, self._loop.time() + interval)
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(interval, self._due)
 
-    @property
-    def _source(self) -> str:
-        """What this keeper is, to the outage log."""
-        return f"renewing the lease of run {self._run_id}"
-
-    def renew_now(self) -> None:
-        """Start a renewal (the first one's timer, or this keeper's own, is due)."""
+    def _due(self) -> None:
         self._timer = None
         if not self._stopped:
-            # A copy per renewal, as each timer's was: what one renewal sets stays its own.
-            self._task = self._loop.create_task(self._renew(), context=self._context.copy())
+            self._task = self._loop.create_task(self._renew())
 
     async def _renew(self) -> None:
         interval = self._interval
@@ -186,17 +120,15 @@ class LeaseKeeper:
             self._retry = RETRY_FIRST
             self._turn.lease_expires_at = until
         if not self._stopped:
-            self._timer = self._loop.call_later(interval, self.renew_now)
+            self._timer = self._loop.call_later(interval, self._due)
 
     async def stop(self) -> None:
         """No renewal after this returns (one under way is cancelled and awaited)."""
         self._stopped = True
-        self._first.remove(self)
-        if self._task is None:
-            return  # never renewed: no timer of its own, and nothing logged of an outage
         self._outages.forget(self._source)
         if self._timer is not None:
             self._timer.cancel()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
