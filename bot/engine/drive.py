@@ -153,12 +153,13 @@ class Drives:
             assert run.lease_owner is not None
             return await self.drive(run, run.lease_owner)
         owner = self.leases.new_owner()
+        now = self.leases.clock()
         run = await self.repo.start_resumed_run(
             run_id,
             worker=self.leases.worker_id,
             owner=owner,
-            lease_until=self.leases.until(),
-            now=self.leases.clock(),
+            lease_until=self.leases.until(now),
+            now=now,
         )
         return await self.drive(run, owner)
 
@@ -187,7 +188,7 @@ class Drives:
             recording=self.recording,
             turn_number=run.turn,
             base_url=self.public_url,
-            question_policy=self.config.question_policy(),
+            question_policy=self.config.question_policy,
             max_retry_wait=self.config.max_retry_wait,
             max_retry_attempts=self.config.max_retry_attempts,
             wait_policy=self.config.wait_policy,
@@ -237,8 +238,10 @@ class Drives:
             history = await self._answer_from_approvals(run, history, turn)
         last: Any = None
         try:
-            conversation = self.model(run.model_id).conversation(
-                chain_limit=self.config.chain_limit
+            # The run's id for the conversation's: ``model.conversation()`` would make one, a
+            # ULID (llm's take 43 000 instructions, 1.5 % of a cycle for its two drives).
+            conversation = llm.AsyncConversation(
+                model=self.model(run.model_id), id=run.id, chain_limit=self.config.chain_limit
             )
             async for response in conversation.chain(
                 **chain_input(history), tools=[*self.offered(run, turn.delegation)]
@@ -249,8 +252,7 @@ class Drives:
                     before = history_before(response, last, history)
                     return await self._hold(run, before, turn, owner, action)
                 last = response
-                await _told(response, turn)
-                turn.why = await response.text()  # read already: its text, for the cards
+                turn.why = await _told(response, turn)  # its text, for the cards
                 turn.hold_epoch += 1  # the model call ended: TurnContext.hold_epoch
         except GateFailure as failure:
             return await self._fail(run, failure.original, owner)
@@ -284,15 +286,16 @@ class Drives:
             return await self._fail(run, turn.failures[0].original, owner)
         answer = await last.text() if last is not None else ""
         final_history = await history_at(last, history)
+        now = self.leases.clock()
         parent = await self.repo.finish_run(
             run.id,
             worker=owner,
             status="completed",
             history=[stored(m) for m in final_history],
             answer=answer,
-            now=self.leases.clock(),
+            now=now,
             claimer=self.leases.worker_id,
-            lease_until=self.leases.until(),
+            lease_until=self.leases.until(now),
         )
         if parent is not None:
             failpoint("child_ended")
@@ -369,6 +372,7 @@ class Drives:
             else d
             for d in turn.drafts
         ]
+        now = self.leases.clock()
         try:
             pause = await self.repo.save_pause(
                 run.id,
@@ -379,8 +383,8 @@ class Drives:
                 # (bot.engine.batches).
                 drafts=batched(drafts, self.config.batch_threshold_for),
                 still_pending=turn.still_pending,
-                lease_until=self.leases.until(),
-                now=self.leases.clock(),
+                lease_until=self.leases.until(now),
+                now=now,
                 # The drafted calls' safe point (bot.gate.safe_points): nothing ran since.
                 stop_if_held=turn.unchecked_drafts,
                 # As this drive knows it: the common pause is then one statement (PostgreSQL).
@@ -429,15 +433,16 @@ class Drives:
 
     async def _fail(self, run: Run, exc: BaseException, owner: str) -> RunOutcome:
         message = describe_failure(exc, self.config.chain_limit)
+        now = self.leases.clock()
         try:
             parent = await self.repo.finish_run(
                 run.id,
                 worker=owner,
                 status="failed",
                 error=message,
-                now=self.leases.clock(),
+                now=now,
                 claimer=self.leases.worker_id,
-                lease_until=self.leases.until(),
+                lease_until=self.leases.until(now),
             )
         except LeaseLost:
             # The run is another drive's now: this failure is not the run's, say nothing.
@@ -454,20 +459,20 @@ class Drives:
         )
 
 
-async def _told(response: Any, turn: TurnContext) -> None:
+async def _told(response: Any, turn: TurnContext) -> str:
     """Read one model response, telling the thread its text as it comes and its calls as
-    pending tasks (bot.gate.stream_events); nothing is told when no one listens."""
-    if turn.on_event is None:
-        await response.text()
-        return
-    async for chunk in response:
-        if chunk:
-            turn.emit(RunEvent(run_id=turn.run_id, kind="text", text=chunk))
-    for call in await response.tool_calls():
-        event = task_event(
-            turn.run_id, call.tool_call_id or "", call.name, call.arguments, "pending"
-        )
-        turn.emit(event)
+    pending tasks (bot.gate.stream_events); nothing is told when no one listens. Its text."""
+    if turn.on_event is not None:
+        async for chunk in response:
+            if chunk:
+                turn.emit(RunEvent(run_id=turn.run_id, kind="text", text=chunk))
+        for call in await response.tool_calls():
+            event = task_event(
+                turn.run_id, call.tool_call_id or "", call.name, call.arguments, "pending"
+            )
+            turn.emit(event)
+    text: str = await response.text()
+    return text
 
 
 def _handed_over(run: Run) -> RunOutcome:

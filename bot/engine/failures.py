@@ -45,6 +45,8 @@ def reused_call_id(history: list[Message], turn: TurnContext) -> str | None:
     for message in reversed(history):
         calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
         if message.role == "assistant" and calls:
+            if len(calls) == 1:
+                return None  # the common response, one call: its id is its own (no Counter)
             seen = Counter(p.tool_call_id for p in calls if p.tool_call_id)
             for draft in turn.drafts:
                 if seen[draft.tool_call_id] > 1:

@@ -46,9 +46,10 @@ class Leases:
     clock: Callable[[], datetime]
     run_lease: timedelta
 
-    def until(self) -> datetime:
-        """The deadline of a lease taken or renewed now."""
-        return self.clock() + self.run_lease
+    def until(self, now: datetime | None = None) -> datetime:
+        """The deadline of a lease taken or renewed now; ``now``: the clock as the caller
+        just read it (each read of the clock costs about 5 600 instructions)."""
+        return (self.clock() if now is None else now) + self.run_lease
 
     def new_owner(self) -> str:
         """The lease owner of one drive: this worker, and which of its drives (40 random

@@ -172,6 +172,7 @@ class Runner:
         system = self.config.system_prompt
         if request.context:
             system = f"{system}\n\n{request.context}"
+        now = self.clock()
         return await self.repo.open_run(
             run_id=run_id or new_run_id(),
             conversation_key=request.key(),
@@ -180,8 +181,8 @@ class Runner:
             opening_messages=[_message("system", system)],
             new_messages=[_message("user", request.text)],
             worker=self.leases.new_owner(),
-            lease_until=self.leases.until(),
-            now=self.clock(),
+            lease_until=self.leases.until(now),
+            now=now,
             team_id=request.team_id,
             channel=request.channel,
             thread_ts=request.thread_ts,

@@ -98,7 +98,7 @@ class Settlements:
             # A claim is the resume's start: its lease goes straight to the drive ``resume``
             # will run (a token of its own, so another drive of this worker is fenced off).
             worker=self.leases.new_owner(),
-            lease_until=self.leases.until(),
+            lease_until=self.leases.until(now),
             now=now,
             claim=claim_resume,
             grant=grant,

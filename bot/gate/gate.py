@@ -53,7 +53,8 @@ from bot.gate.turn import (
     current_turn,
 )
 from bot.ids import new_approval_id
-from bot.policy import MAX_ARGUMENT_DEPTH, Policy, argument_error, too_deep
+from bot.policy import MAX_ARGUMENT_DEPTH, Policy, too_deep
+from bot.policy.arguments import schema_text_error
 from storage.repository import ApprovalDraft, LeaseLost
 from storage.values import storable
 
@@ -130,7 +131,10 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
                     "was asked for."
                 )
             # The stored form is what a human approves and what runs (NaN becomes "NaN").
-            if problem := argument_error(tool.input_schema, storable(llm_tool_call.arguments)):
+            arguments = storable(llm_tool_call.arguments)
+            if prepared.schema_text is not None and (
+                problem := schema_text_error(prepared.schema_text, arguments)
+            ):
                 await check_hold(turn)
                 # A call that cannot run is refused before a human is asked about it.
                 return (
@@ -139,9 +143,7 @@ def gated_tool(tool: llm.Tool, policy: Policy | None) -> llm.Tool:
                     "correct the arguments, or ask the user for what is missing."
                 )
             # Rules on arguments (bot.policy.rules) choose this call's policy.
-            effective = policy.resolve(
-                storable(llm_tool_call.arguments), requester=turn.requester, channel=turn.channel
-            )
+            effective = policy.resolve(arguments, requester=turn.requester, channel=turn.channel)
             if effective.approval != "required" or effective.grant_max is not None:
                 await check_hold(turn)
             if effective.approval != "required":

@@ -181,7 +181,7 @@ def draft_for(
     if isinstance(pause, Delegate):
         return _delegation_draft(turn, common, pause, now)
     if isinstance(pause, AskUser):
-        policy = turn.question_policy
+        policy = turn.question_policy()
         return ApprovalDraft(
             **{
                 **common,

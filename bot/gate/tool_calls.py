@@ -18,6 +18,7 @@ from typing import Any
 import llm
 
 from bot.gate.turn import current_turn
+from bot.policy.arguments import schema_text
 from bot.tools import tool_definition
 from storage.hashes import PayloadHasher
 
@@ -35,6 +36,9 @@ class PreparedTool:
     hasher: PayloadHasher
     is_async: bool
     takes_tool_call: bool
+    # The input schema as its validator is cached under (bot.policy.arguments); None: the
+    # tool has no schema, nothing to check.
+    schema_text: str | None
 
     @classmethod
     def of(cls, tool: llm.Tool) -> PreparedTool:
@@ -45,6 +49,7 @@ class PreparedTool:
             hasher=PayloadHasher(tool_definition(tool)),
             is_async=inspect.iscoroutinefunction(implementation),
             takes_tool_call=_takes_tool_call(implementation),
+            schema_text=schema_text(tool.input_schema) if tool.input_schema else None,
         )
 
     def arguments(self, tool_call: llm.ToolCall) -> dict[str, Any]:

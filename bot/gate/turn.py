@@ -91,9 +91,10 @@ class TurnContext:
     # The run's turn while this drive runs: a pause stores its rows under the next one.
     turn_number: int = 0
     # For the other pauses (bot.pauses): the base of callback URLs, ask_user's policy, the
-    # longest RetryAt wait, and each tool's ttl and on_expiry for its waits.
+    # longest RetryAt wait, and each tool's ttl and on_expiry for its waits. ask_user's policy
+    # is asked for when a question is drafted: making it cost 33 000 instructions a drive.
     base_url: str = ""
-    question_policy: Policy = field(default_factory=Policy)
+    question_policy: Callable[[], Policy] = Policy
     max_retry_wait: timedelta = timedelta(days=1)
     max_retry_attempts: int = 5
     wait_policy: Callable[[str], Policy] = lambda _name: Policy()
@@ -162,6 +163,8 @@ class TurnContext:
 
 
 def _take_same_call(rows: list[Any], tool_name: str, tool_call: llm.ToolCall) -> Any | None:
+    if not rows:  # no replay (almost every drive): the arguments' round trip through JSON
+        return None  # would cost 35 000 instructions, twice per new gated call
     arguments = json.loads(json.dumps(dict(tool_call.arguments), default=str))
     for row in rows:
         if row.tool_name == tool_name and row.arguments == arguments:

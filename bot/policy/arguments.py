@@ -21,7 +21,18 @@ def argument_error(schema: dict[str, Any], arguments: dict[str, Any]) -> str | N
     """The most relevant way ``arguments`` break ``schema``, in one line, or None."""
     if not schema:
         return None
-    validator = schema_validator(json.dumps(schema, sort_keys=True))
+    return schema_text_error(schema_text(schema), arguments)
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """The text a schema's validator is cached under (:func:`schema_validator`)."""
+    return json.dumps(schema, sort_keys=True)
+
+
+def schema_text_error(text: str, arguments: dict[str, Any]) -> str | None:
+    """:func:`argument_error` for a schema serialized once by :func:`schema_text` (a tool's,
+    when the gate wraps it: serializing it per call took a third of the check's time)."""
+    validator = schema_validator(text)
     if validator is None:
         return None
     from jsonschema.exceptions import best_match
