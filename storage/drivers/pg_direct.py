@@ -8,9 +8,10 @@ about 50-65 µs of CPU per statement against 20 µs for asyncpg alone, measured 
 ``sqlite3`` directly.
 
 The body stays the synchronous function over a :class:`~storage.drivers.protocol.Tx` that
-both databases run: it runs in a greenlet (SQLAlchemy's ``greenlet_spawn``, as ``run_sync``
-does), and each statement awaits asyncpg's prepared statement (cached per connection, so a
-statement is parsed once per connection, not per call). ``BEGIN`` goes out as one simple
+both databases run: it runs in a greenlet (as SQLAlchemy's ``greenlet_spawn`` and ``run_sync``
+run one, but reused from body to body: :mod:`storage.drivers.pg_greenlets`), and each
+statement awaits asyncpg's prepared statement (cached per connection, so a statement is
+parsed once per connection, not per call). ``BEGIN`` goes out as one simple
 query with what the transaction sets for itself (a durable commit), so that costs no extra
 round trip.
 
@@ -46,8 +47,9 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.util import await_only, greenlet_spawn
+from sqlalchemy.util import await_only
 
+from storage.drivers.pg_greenlets import run_body
 from storage.drivers.pg_pool import DRIVER_ERRORS, DirectPool, database_error
 from storage.drivers.protocol import T, Tx
 
@@ -269,7 +271,7 @@ async def run_direct(
         tx = DirectTx(connection, prepare, one=begin is None)
         if begin is None:
             try:
-                result = await greenlet_spawn(_whole, body, tx)
+                result = await run_body(_whole, body, tx)
             except DBAPIError as exc:
                 # A statement the server refused (a value too long, a constraint) leaves an
                 # autocommit connection as it was: pooled again, not closed (a flood of bad
@@ -282,7 +284,7 @@ async def run_direct(
             return result
         await _simple(connection, begin)
         try:
-            result = await greenlet_spawn(_whole, body, tx)
+            result = await run_body(_whole, body, tx)
         except Exception:
             try:
                 await _simple(connection, "ROLLBACK")

@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
@@ -45,11 +46,14 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-_dollar_cache: dict[str, tuple[str, tuple[str, ...]]] = {}
+# A statement's parameters in ``$n`` order: its values taken from a parameter dict.
+Arguments = Callable[[Mapping[str, Any]], tuple[Any, ...]]
+_dollar_cache: dict[str, tuple[str, tuple[str, ...], Arguments]] = {}
 
 
-def dollar_params(sql: str) -> tuple[str, tuple[str, ...]]:
-    """``:name`` parameters as asyncpg's ``$n``, and the names in ``$n`` order (cached)."""
+def _dollar(sql: str) -> tuple[str, tuple[str, ...], Arguments]:
+    """``sql`` with ``$n`` parameters, their names in ``$n`` order, and how to take their
+    values from a parameter dict (cached: a few dozen statements in all)."""
     cached = _dollar_cache.get(sql)
     if cached is not None:
         return cached
@@ -61,27 +65,56 @@ def dollar_params(sql: str) -> tuple[str, tuple[str, ...]]:
             names.append(name)
         return f"${names.index(name) + 1}"
 
-    cached = _dollar_cache[sql] = (_NAMED.sub(number, sql), tuple(names))
+    query = _NAMED.sub(number, sql)
+    cached = _dollar_cache[sql] = (query, tuple(names), _arguments(tuple(names)))
     return cached
+
+
+def _arguments(names: tuple[str, ...]) -> Arguments:
+    """The values of ``names`` in order, as a tuple: ``itemgetter``, one C call for them all
+    rather than a Python loop (a pause's statement has 75 parameters)."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    if names:
+        (name,) = names
+        return lambda params: (params[name],)
+    return lambda params: ()
+
+
+def dollar_params(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``:name`` parameters as asyncpg's ``$n``, and the names in ``$n`` order (cached)."""
+    query, names, _ = _dollar(sql)
+    return query, names
 
 
 def prepared(sql: str, params: Mapping[str, Any] | None) -> tuple[str, tuple[Any, ...]]:
     """A statement as asyncpg runs it: ``$n`` text and its positional arguments."""
-    query, names = dollar_params(sql)
-    return query, _positional(names, params)
+    query, names, arguments = _dollar(sql)
+    if not names:
+        return query, ()
+    assert params is not None
+    return query, _storable(arguments(params))
 
 
 def _positional(names: tuple[str, ...], params: Mapping[str, Any] | None) -> tuple[Any, ...]:
     if not names:
         return ()
     assert params is not None
-    values = [params[name] for name in names]
-    for index, value in enumerate(values):
-        # Plain ASCII text without NUL is stored as it is (storable_text would return it):
-        # checked inline, as most parameters are ids, rather than through a call each.
-        if isinstance(value, str) and not (value.isascii() and "\x00" not in value):
-            values[index] = storable_text(value)
-    return tuple(values)
+    return _storable(tuple([params[name] for name in names]))
+
+
+# isinstance(value, str), as a function C code calls (filter) without a Python frame.
+_is_text = str.__instancecheck__
+
+
+def _storable(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` with their text as :func:`storable_text` makes it. Plain ASCII without NUL
+    (nearly every parameter: ids, JSON text) is stored as it is, so all the text of a
+    statement is checked at once, in C; only text that fails goes through storable_text."""
+    joined = "".join(filter(_is_text, values))
+    if joined.isascii() and "\x00" not in joined:
+        return values
+    return tuple(storable_text(value) if _is_text(value) else value for value in values)
 
 
 class _PostgresTx:

@@ -11,11 +11,10 @@ is loaded lazily after the transaction.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy.orm import DeclarativeBase, configure_mappers
-from sqlalchemy.orm.attributes import instance_state
+from sqlalchemy.orm import DeclarativeBase, InstanceState, configure_mappers
 
 from storage.drivers import Tx
 from storage.models import Approval, AuditEvent, Grant, Run, RunHold
@@ -47,8 +46,14 @@ class Rows(Generic[M]):
         self.params: Callable[[dict[str, Any]], dict[str, Any]] = columns.params
         mapper = sa_inspect(model)
         (self._pk,) = (c.name for c in mapper.primary_key)
-        self._mapper = mapper
         self._manager = mapper.class_manager
+        # What build() makes by hand (see there): an identity key's first part, and the
+        # attribute an instance keeps its state in.
+        self._identity_class = mapper.identity_key_from_primary_key(("",))[0]
+        self._state_attr = self._manager.STATE_ATTR
+        probe = self._manager.new_instance().__dict__
+        if probe.keys() != {self._state_attr} or type(probe[self._state_attr]) is not InstanceState:
+            raise RuntimeError(f"{model.__name__}: new instances are not built as Rows expects")
         # Per dialect: the columns whose stored values need converting, and how.
         self._converters: dict[str, list[tuple[str, Callable[[Any], Any]]]] = {}
 
@@ -72,13 +77,19 @@ class Rows(Generic[M]):
 
     def build(self, values: dict[str, Any]) -> M:
         """A detached instance holding exactly ``values`` (every column), as a closed session
-        would leave it; the ORM's own loader builds instances the same way."""
-        instance = self._manager.new_instance()
-        instance_state(instance).key = self._mapper.identity_key_from_primary_key(
-            (values[self._pk],)
-        )
-        instance.__dict__.update(values)
-        return cast(M, instance)
+        would leave it; the ORM's own loader builds instances the same way.
+
+        What ``ClassManager.new_instance`` and ``Mapper.identity_key_from_primary_key`` do,
+        written out: the class's ``__new__``, its state, its identity key. Their calls were
+        half of a build (a cycle builds six), and the result is the same instance."""
+        model = self.model
+        instance: M = model.__new__(model)
+        state: InstanceState[Any] = InstanceState(instance, self._manager)
+        state.key = (self._identity_class, (values[self._pk],), None)
+        attributes = instance.__dict__
+        attributes[self._state_attr] = state
+        attributes.update(values)
+        return instance
 
 
 configure_mappers()  # instances are built without a Session, which would do it on first use

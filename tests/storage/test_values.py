@@ -11,6 +11,7 @@ import pytest
 
 from bot.clock import utcnow
 from bot.engine import Request, Runner
+from storage.drivers.postgres import prepared
 from storage.repository import PendingFilter, Repository
 from storage.values import _strict_json, json_text, storable
 from tests.conftest import Database, make_config
@@ -40,6 +41,20 @@ STORED = {
     "number": 1.5,
     "nested": [{"key\ufffd": ["\ufffd"]}],
 }
+
+
+def test_postgres_parameters_are_stored_text_and_the_rest_as_they_are() -> None:
+    """The direct path checks a statement's text parameters together: one odd text among
+    plain ones is still made storable, and nothing else is touched."""
+    sql = "SELECT :a, :b, :c, :a, :d, :e"
+    for odd, stored in [(t, STORED[k]) for k, t in ODD.items() if isinstance(t, str)]:
+        params = {"a": "run_01", "b": odd, "c": 3, "d": None, "e": "plain"}
+        assert prepared(sql, params) == (
+            "SELECT $1, $2, $3, $1, $4, $5",
+            ("run_01", stored, 3, None, "plain"),
+        )
+    assert prepared("SELECT :only", {"only": "a\x00b"}) == ("SELECT $1", ("a\ufffdb",))
+    assert prepared("SELECT 1", None) == ("SELECT 1", ())
 
 
 FRAGMENTS = ["a", "é", "😀", "\x00", "\ud800", "\udbff", "\udc00", "\udfff", "\\", "\\u0000", "u"]
