@@ -44,7 +44,9 @@ def answered_before_dispatch(body: dict[str, Any]) -> bool:
     if body.get("type") != "block_actions":
         return False
     actions = body.get("actions")
-    return bool(actions) and all(
+    if not isinstance(actions, list) or not actions:
+        return False
+    return all(
         isinstance(action, dict) and action.get("action_id") == APPROVE for action in actions
     )
 
