@@ -44,8 +44,12 @@ def answered_before_dispatch(body: dict[str, Any]) -> bool:
     if body.get("type") != "block_actions":
         return False
     actions = body.get("actions")
-    return bool(actions) and all(
-        isinstance(action, dict) and action.get("action_id") == APPROVE for action in actions
+    return (
+        isinstance(actions, list)
+        and bool(actions)
+        and all(
+            isinstance(action, dict) and action.get("action_id") == APPROVE for action in actions
+        )
     )
 
 
