@@ -8,7 +8,13 @@ request's ids to its log lines and times its acknowledgement
 (401, 400) or passed on unchanged.
 """
 
-from handlers.middleware.incoming import decode_body, parsed_request, signed
+from handlers.middleware.incoming import (
+    MAX_AGE,
+    decode_body,
+    parsed_request,
+    signed,
+    signed_within,
+)
 from handlers.middleware.observe import (
     ANSWERED_EARLY,
     answered_before_dispatch,
@@ -21,6 +27,7 @@ from handlers.middleware.payloads import problem, refuse_malformed
 
 __all__ = [
     "ANSWERED_EARLY",
+    "MAX_AGE",
     "answered_before_dispatch",
     "decode_body",
     "observe_answered",
@@ -31,4 +38,5 @@ __all__ = [
     "request_ids",
     "request_kind",
     "signed",
+    "signed_within",
 ]

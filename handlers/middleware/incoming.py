@@ -43,6 +43,13 @@ def signed(secret: bytes, raw: bytes, request: web.Request) -> bool:
     return hmac.compare_digest(expected, signature.encode("utf-8", "surrogateescape"))
 
 
+def signed_within(request: web.Request, seconds: float) -> bool:
+    """Whether a request :func:`signed` accepted was signed at most ``seconds`` ago (or ahead):
+    whether bolt's own check of the timestamp, made that much later, will accept it too."""
+    timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+    return bool(TIMESTAMP.fullmatch(timestamp)) and abs(time.time() - int(timestamp)) <= seconds
+
+
 def parsed_request(raw: bytes, request: web.Request) -> AsyncBoltRequest | str:
     """The request as bolt will see it, or why it cannot be handled.
 

@@ -84,7 +84,15 @@ async def run_body(body: Callable[..., T], *args: Any) -> T:
         else:
             step = runner.switch(value)
     runner.gr_context = None  # keep no caller's context alive while idle
+    # The idle greenlet's frame still holds this _Finished (what it switched back with) until
+    # its next body: emptied, it keeps neither the result nor the error (whose traceback holds
+    # the body's frames, its Tx and connection) alive meanwhile.
+    result, error = step.result, step.error
+    step.result = step.error = None
     idle.append(runner)
-    if step.error is not None:
-        raise step.error
-    return step.result
+    if error is not None:
+        try:
+            raise error
+        finally:
+            del error  # this frame's reference too (a traceback cycle otherwise)
+    return result

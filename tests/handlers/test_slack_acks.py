@@ -191,3 +191,30 @@ async def test_an_approve_click_is_answered_before_bolt_dispatches_it(repo: Repo
         release.set()
         await settled
     assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
+
+
+async def test_an_approve_click_near_the_signatures_age_limit_is_decided_not_lost(
+    repo: Repository,
+) -> None:
+    """Answered before dispatch, a click is verified twice: here, then by bolt when its
+    dispatch runs, later (after the burst's answers, ``ack_wait_limit`` at most). A click
+    signed just inside the 5 minutes passed the first check, was told 200, and bolt's
+    check, a moment later, refused it: the clicker saw success and nothing was decided.
+    Such a click is dispatched before its answer, as the other requests are."""
+    with freeze_time("2026-11-30 10:00:00", real_asyncio=True) as clock:
+        async with running_bot(make_config(), repo) as slack:
+            await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+            [card] = slack.cards()
+            background = slack.bot.services.background
+            # Background work (the early path's dispatch) starts 2 s after the last answer.
+            background.quiet = background.ack_wait_limit = 2.0
+            signed_at = int(utcnow().timestamp()) - 299  # 299 s old: inside the 5 minutes
+            click = await slack.server.click(
+                "U0APPROVER1", card, "approval_approve", timestamp=signed_at
+            )
+            assert click.status == 200
+            clock.tick(timedelta(seconds=5))  # before the dispatch: now past the 5 minutes
+            await slack.settle()
+            pending, _ = await repo.list_pending(PendingFilter(), now=utcnow(), limit=10)
+            assert pending == [], "the click was answered 200, then dropped"
+    assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
+import weakref
 
 import pytest
 from greenlet import getcurrent
@@ -91,3 +93,34 @@ async def test_bodies_in_flight_together_each_have_a_greenlet() -> None:
     first, second = await asyncio.gather(run_body(twice, 1, 2), run_body(twice, 3, 4))
     assert first[:2] == (1, 2) and second[:2] == (3, 4)
     assert first[2] is not second[2]
+
+
+class _Held:
+    """Something a body returns or raises, to see whether anything keeps it alive."""
+
+
+def _returns_held() -> _Held:
+    await_only(value(None))
+    return _Held()
+
+
+def _raises_held() -> None:
+    await_only(value(None))
+    raise LookupError(_Held())
+
+
+async def test_an_idle_greenlet_keeps_neither_the_last_result_nor_the_last_error() -> None:
+    """An idle greenlet holds nothing of its last body: not its result (rows), nor its error,
+    whose traceback holds the body's frames and so its Tx and connection. Kept, they lived
+    until that greenlet ran another body, one per greenlet, for as long as the process."""
+    held = await run_body(_returns_held)
+    returned = weakref.ref(held)
+    del held
+    gc.collect()
+    assert returned() is None, "the last result is kept by the idle greenlet"
+    with pytest.raises(LookupError) as caught:
+        await run_body(_raises_held)
+    raised = weakref.ref(caught.value.args[0])
+    del caught
+    gc.collect()
+    assert raised() is None, "the last error is kept by the idle greenlet"
