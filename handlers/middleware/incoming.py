@@ -31,11 +31,18 @@ TIMESTAMP = re.compile(r"[0-9]{1,12}")
 MAX_AGE = 5 * 60  # seconds; Slack's own rule, as bolt applies it
 
 
+def _age(request: web.Request) -> float | None:
+    """Seconds since the request says it was signed (negative: ahead); None if unreadable."""
+    timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+    return time.time() - int(timestamp) if TIMESTAMP.fullmatch(timestamp) else None
+
+
 def signed(secret: bytes, raw: bytes, request: web.Request) -> bool:
     """Slack's v0 signature over the raw bytes, and a timestamp within 5 minutes."""
     timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
     signature = request.headers.get("X-Slack-Signature", "")
-    if not TIMESTAMP.fullmatch(timestamp) or abs(time.time() - int(timestamp)) > MAX_AGE:
+    age = _age(request)
+    if age is None or abs(age) > MAX_AGE:
         return False
     base = b"v0:" + timestamp.encode() + b":" + raw
     expected = b"v0=" + hmac.new(secret, base, hashlib.sha256).hexdigest().encode()
@@ -46,8 +53,8 @@ def signed(secret: bytes, raw: bytes, request: web.Request) -> bool:
 def signed_within(request: web.Request, seconds: float) -> bool:
     """Whether a request :func:`signed` accepted was signed at most ``seconds`` ago (or ahead):
     whether bolt's own check of the timestamp, made that much later, will accept it too."""
-    timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
-    return bool(TIMESTAMP.fullmatch(timestamp)) and abs(time.time() - int(timestamp)) <= seconds
+    age = _age(request)
+    return age is not None and abs(age) <= seconds
 
 
 def parsed_request(raw: bytes, request: web.Request) -> AsyncBoltRequest | str:

@@ -81,12 +81,6 @@ def _arguments(names: tuple[str, ...]) -> Arguments:
     return lambda params: ()
 
 
-def dollar_params(sql: str) -> tuple[str, tuple[str, ...]]:
-    """``:name`` parameters as asyncpg's ``$n``, and the names in ``$n`` order (cached)."""
-    query, names, _ = _dollar(sql)
-    return query, names
-
-
 def prepared(sql: str, params: Mapping[str, Any] | None) -> tuple[str, tuple[Any, ...]]:
     """A statement as asyncpg runs it: ``$n`` text and its positional arguments."""
     query, names, arguments = _dollar(sql)
@@ -94,13 +88,6 @@ def prepared(sql: str, params: Mapping[str, Any] | None) -> tuple[str, tuple[Any
         return query, ()
     assert params is not None
     return query, _storable(arguments(params))
-
-
-def _positional(names: tuple[str, ...], params: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    if not names:
-        return ()
-    assert params is not None
-    return _storable(tuple([params[name] for name in names]))
 
 
 # isinstance(value, str), as a function C code calls (filter) without a Python frame.
@@ -126,14 +113,13 @@ class _PostgresTx:
         self._connection = connection
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
-        query, names = dollar_params(sql)
-        return self._connection.exec_driver_sql(query, _positional(names, params)).rowcount
+        return self._connection.exec_driver_sql(*prepared(sql, params)).rowcount
 
     def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
             return
-        query, names = dollar_params(sql)
-        self._connection.exec_driver_sql(query, [_positional(names, row) for row in rows])
+        query, _ = prepared(sql, rows[0])
+        self._connection.exec_driver_sql(query, [prepared(sql, row)[1] for row in rows])
 
     def defer(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
         self.executemany(sql, rows)  # the engine's path (POSTGRES_DIRECT off): as before
@@ -143,8 +129,7 @@ class _PostgresTx:
         return rows[0] if rows else None
 
     def all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
-        query, names = dollar_params(sql)
-        result = self._connection.exec_driver_sql(query, _positional(names, params))
+        result = self._connection.exec_driver_sql(*prepared(sql, params))
         return list(result.fetchall())
 
 
