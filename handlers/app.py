@@ -28,6 +28,7 @@ from handlers import listeners
 from handlers.flows import CardGrants
 from handlers.flows.assistant import pane_events, run_state
 from handlers.flows.runs import step_card_refused
+from handlers.listeners.interactions import clicker_teller
 from handlers.middleware import (
     ANSWERED_EARLY,
     MAX_AGE,
@@ -57,6 +58,8 @@ from storage.repository import Repository
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+# A click answered before its dispatch (``answer_then_dispatch``) whose dispatch then failed.
+CLICK_NOT_HANDLED = ":warning: Your click could not be handled just now. Please try again."
 # Socket Mode has no signing secret; HTTP requests then never verify.
 NO_SECRET = "socket-mode-has-no-signing-secret"
 
@@ -228,9 +231,21 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
         return response
 
     async def dispatched(parsed: AsyncBoltRequest) -> None:
-        answer = await app.async_dispatch(parsed)
-        if answer.status >= 400:  # Slack was told 200: a refusal would go unseen
+        try:
+            answer = await app.async_dispatch(parsed)
+        except Exception:
+            log.exception("a click already answered failed in its dispatch")
+        else:
+            if answer.status < 400:
+                return
             log.warning("bolt refused a click already answered: %s %s", answer.status, answer.body)
+        # Slack was told 200, so it shows no error of its own: the clicker hears it from us.
+        tell = clicker_teller(services, parsed.body)
+        if tell is not None:
+            try:
+                await tell(CLICK_NOT_HANDLED)
+            except Exception as exc:  # Slack out of reach: the log above is all there is
+                log.warning("could not tell the clicker their click failed: %s", exc)
 
     async def healthz(_request: web.Request) -> web.Response:
         outages = services.runner.outages  # an outage is logged once, not at every probe

@@ -54,21 +54,35 @@ def clicked_card(body: dict[str, Any]) -> tuple[str, str] | None:
 def teller(respond: AsyncRespond, services: Services, body: dict[str, Any]) -> Tell:
     """An ephemeral answer to the clicker, leaving the card or list as it is; on the App
     Home (no response URL), at the Home's top."""
-    if not body.get("response_url") and services.home is not None:
-        return services.home.teller(click_place(body).team, body["user"]["id"])
-
-    response_url = body.get("response_url")
+    told = clicker_teller(services, body)
+    if told is not None:
+        return told
 
     async def tell(text: str) -> None:
-        if isinstance(response_url, str) and response_url:
-            # Over the bot's own session: bolt's ``respond`` opens a session and a new
-            # connection for every answer, about 0.7 ms of CPU and a TCP handshake on the
-            # click's path before the run resumes (docs/benchmarks.md, a click's time).
-            await AsyncWebhookClient(response_url, session=services.client.session).send(
-                text=text, response_type="ephemeral", replace_original=False
-            )
-            return
         await respond(text=text, response_type="ephemeral", replace_original=False)
+
+    return tell
+
+
+def clicker_teller(services: Services, body: dict[str, Any]) -> Tell | None:
+    """:func:`teller` without bolt's ``respond``, for work outside a listener (a click's
+    dispatch that failed after its early answer): through the response URL, or at the App
+    Home's top; None when the click has neither (or no clicker to tell)."""
+    user = body.get("user")
+    user_id = user.get("id") if isinstance(user, dict) else None
+    response_url = body.get("response_url")
+    if not (isinstance(response_url, str) and response_url):
+        if services.home is not None and isinstance(user_id, str) and user_id:
+            return services.home.teller(click_place(body).team, user_id)
+        return None
+
+    async def tell(text: str) -> None:
+        # Over the bot's own session: bolt's ``respond`` opens a session and a new
+        # connection for every answer, about 0.7 ms of CPU and a TCP handshake on the
+        # click's path before the run resumes (docs/benchmarks.md, a click's time).
+        await AsyncWebhookClient(response_url, session=services.client.session).send(
+            text=text, response_type="ephemeral", replace_original=False
+        )
 
     return tell
 

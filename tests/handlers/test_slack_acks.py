@@ -15,6 +15,7 @@ from freezegun import freeze_time
 from slack_bolt.async_app import AsyncApp
 
 from bot.clock import utcnow
+from handlers.app import CLICK_NOT_HANDLED
 from storage.repository import PendingFilter, Repository
 from tests.conftest import POSTGRES_URL, Database, make_config
 from tests.support import ops_tools
@@ -191,6 +192,35 @@ async def test_an_approve_click_is_answered_before_bolt_dispatches_it(repo: Repo
         release.set()
         await settled
     assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
+
+
+async def test_an_approve_click_whose_dispatch_fails_after_its_answer_is_told_so(
+    repo: Repository,
+) -> None:
+    """Answered 200 before its dispatch, a click whose dispatch then fails (a listener or a
+    middleware raising) got no error from Slack, which was told all was well: the clicker saw
+    nothing happen and nothing said why. They are told, and the card keeps its buttons."""
+    async with running_bot(make_config(), repo) as slack:
+        await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+        [card] = slack.cards()
+
+        async def broken(body: dict, next: Any) -> Any:
+            if body.get("type") == "block_actions":
+                raise RuntimeError("a listener's bug")
+            return await next()
+
+        app = slack.bot.app
+        assert isinstance(app, AsyncApp)
+        app.middleware(broken)
+        click = await slack.server.click("U0APPROVER1", card, "approval_approve")
+        assert click.status == 200 and click.body == ""
+        await slack.settle()
+        assert slack.ephemeral_texts("U0APPROVER1") == [CLICK_NOT_HANDLED]
+        shown = slack.server.message(CHANNEL, card.ts)
+        assert shown is not None and has_buttons(shown)
+        pending, _ = await repo.list_pending(PendingFilter(), now=utcnow(), limit=10)
+        assert [a.status for a in pending] == ["pending"]
+    assert ops_tools.EXECUTED == []
 
 
 async def test_an_approve_click_near_the_signatures_age_limit_is_decided_not_lost(
