@@ -227,7 +227,7 @@ def build_web_app(app: AsyncApp, services: Services, settings: SlackSettings) ->
             await response.prepare(request)
             await response.write_eof()
             observe_answered(parsed.body, started)
-            services.background.spawn(dispatched(parsed), name="slack click")
+            services.background.spawn(dispatched(parsed), name="slack click", spawns_at_once=True)
         return response
 
     async def dispatched(parsed: AsyncBoltRequest) -> None:

@@ -41,6 +41,9 @@ FSYNC_QUIET = 0.05
 
 # The answer of the request being handled in this context, once written.
 _ANSWER: ContextVar[asyncio.Future[None] | None] = ContextVar("approval_bot_answer", default=None)
+# True in background work spawned with ``spawns_at_once``: its own spawns start without
+# waiting for the answers again.
+_WAITED: ContextVar[bool] = ContextVar("approval_bot_waited", default=False)
 
 
 class BackgroundTasks:
@@ -89,8 +92,18 @@ class BackgroundTasks:
             return False
         return asyncio.get_running_loop().time() - self._last_answered >= self.fsync_quiet
 
-    def spawn(self, coroutine: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
-        task = asyncio.create_task(self._after_answers(coroutine, _ANSWER.get()), name=name)
+    def spawn(
+        self, coroutine: Coroutine[Any, Any, Any], *, name: str, spawns_at_once: bool = False
+    ) -> asyncio.Task[Any]:
+        """Start ``coroutine`` once the answers are written (see the module's docstring).
+
+        ``spawns_at_once``: what this work spawns in turn starts without waiting again. A
+        click answered before its dispatch (``handlers.app``) spawns the dispatch, which
+        spawns the decision: under a steady stream of requests each waited up to
+        ``ack_wait_limit``, twice the wait of a click dispatched before its answer."""
+        task = asyncio.create_task(
+            self._after_answers(coroutine, _ANSWER.get(), spawns_at_once), name=name
+        )
         self._tasks.add(task)
         task.add_done_callback(self._finished)
         # Cancelled before it started, the work never runs: closed, not left unawaited.
@@ -104,11 +117,19 @@ class BackgroundTasks:
         task.add_done_callback(self._tasks.discard)
 
     async def _after_answers(
-        self, coroutine: Coroutine[Any, Any, Any], own_answer: asyncio.Future[None] | None
+        self,
+        coroutine: Coroutine[Any, Any, Any],
+        own_answer: asyncio.Future[None] | None,
+        spawns_at_once: bool,
     ) -> Any:
-        if own_answer is not None:
-            await asyncio.shield(own_answer)
-        await self._answers_written()
+        # Spawned by work that waited already (its task's context, copied into this one's).
+        if not _WAITED.get():
+            if own_answer is not None:
+                await asyncio.shield(own_answer)
+            await self._answers_written()
+        # This task's own context, copied into the tasks it spawns: only its direct ones
+        # start at once (theirs wait again, as work spawned by background work always has).
+        _WAITED.set(spawns_at_once)
         return await coroutine
 
     async def _answers_written(self) -> None:

@@ -110,3 +110,37 @@ async def test_quiet_now_only_between_bursts_of_answers() -> None:
     assert not background.quiet_now()  # answered just now: more may follow
     await asyncio.sleep(0.06)
     assert background.quiet_now()
+
+
+async def test_work_spawned_by_work_that_waited_already_starts_at_once() -> None:
+    """A click answered before its dispatch: the dispatch waits for the answers, then spawns
+    the decision. Under a steady stream of requests the decision waited for them again
+    (``ack_wait_limit`` twice); spawned by work with ``spawns_at_once``, it starts at once,
+    and what it spawns in turn waits as background work always does."""
+    background = BackgroundTasks(ack_wait_limit=60.0)
+    answered = asyncio.Event()
+    decided, resumed = asyncio.Event(), asyncio.Event()
+    other: list[asyncio.Task[None]] = []
+
+    async def resume() -> None:
+        resumed.set()
+
+    async def decision() -> None:
+        decided.set()
+        background.spawn(resume(), name="resume")
+
+    async def dispatch() -> None:
+        # Another request comes in and is being answered while the dispatch runs.
+        other.append(asyncio.create_task(answer_until(background, answered)))
+        await asyncio.sleep(0)
+        background.spawn(decision(), name="decision")
+
+    background.spawn(dispatch(), name="dispatch", spawns_at_once=True)
+    await asyncio.wait_for(decided.wait(), 10)  # before the other request's answer
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not resumed.is_set(), "the decision's own spawn waits for the answer"
+    answered.set()
+    await other[0]
+    await background.idle()
+    assert resumed.is_set()
