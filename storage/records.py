@@ -275,6 +275,10 @@ class DecisionOutcome:
     # The clicked copy showed other arguments than the approval's now (``shows_current``):
     # nothing changed.
     stale: bool = False
+    # With the claim, when the decided approval is the only one of its run's turn (PostgreSQL's
+    # one-statement decision): every approval the resumed drive must answer, as decided here,
+    # so it need not read them again (bot.engine.drive). None: the drive reads them.
+    turn_approvals: list[Approval] | None = None
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ from bot.ops import failpoint, logs
 from bot.ops import metric_hooks as metrics
 from bot.ops.outage import OutageLog
 from bot.pauses import DELEGATE, ToolProgress
-from storage.models import Run
+from storage.models import Approval, Run
 from storage.repository import LeaseLost, Repository, RunHeld
 
 log = logging.getLogger(__name__)
@@ -148,10 +148,12 @@ class Drives:
         expiry, a stranded run, another runner object of this worker) ``resuming -> running``
         is committed first, for a new drive.
         """
-        run = self.claims.take(run_id)
-        if run is not None:
-            assert run.lease_owner is not None
-            return await self.drive(run, run.lease_owner)
+        claim = self.claims.take(run_id)
+        if claim is not None:
+            assert claim.run.lease_owner is not None
+            return await self.drive(
+                claim.run, claim.run.lease_owner, turn_approvals=claim.turn_approvals
+            )
         owner = self.leases.new_owner()
         now = self.leases.clock()
         run = await self.repo.start_resumed_run(
@@ -166,7 +168,13 @@ class Drives:
     @metrics.counts_drives
     @logs.bound_to("run")
     async def drive(
-        self, run: Run, owner: str, *, replay: bool = False, just_opened: bool = False
+        self,
+        run: Run,
+        owner: str,
+        *,
+        replay: bool = False,
+        just_opened: bool = False,
+        turn_approvals: list[Approval] | None = None,
     ) -> RunOutcome:
         """Run the chain from the stored history until it completes, pauses or fails.
 
@@ -174,6 +182,8 @@ class Drives:
         ``replay``: a take-over of a drive that died, whose calls may have armed callbacks.
         ``just_opened``: the caller's transaction inserted this run and nothing ran since, so
         no hold can be asked for yet: the first safe point needs no read of its own.
+        ``turn_approvals``: the approvals of the run's turn as the claim of this resume
+        decided them (``Claims``), answered without reading them again; None: read them.
         """
 
         turn = TurnContext(
@@ -222,7 +232,7 @@ class Drives:
             outages=self.outages,
         )
         try:
-            return await self._run_turn(run, turn, owner)
+            return await self._run_turn(run, turn, owner, turn_approvals)
         except (LeaseLost, HandedOver):
             return _handed_over(run)
         except Exception as exc:  # model errors, chain limit, storage failures while saving
@@ -231,11 +241,17 @@ class Drives:
             await heartbeat.stop()
             current_turn.reset(token)
 
-    async def _run_turn(self, run: Run, turn: TurnContext, owner: str) -> RunOutcome:
+    async def _run_turn(
+        self,
+        run: Run,
+        turn: TurnContext,
+        owner: str,
+        turn_approvals: list[Approval] | None = None,
+    ) -> RunOutcome:
         history = [loaded(m) for m in run.history]
         history, turn.held_results = unfold_results(history, {t.name for t in self.tools_for(run)})
         if history and history[-1].role != "user":
-            history = await self._answer_from_approvals(run, history, turn)
+            history = await self._answer_from_approvals(run, history, turn, turn_approvals)
         last: Any = None
         try:
             # The run's id for the conversation's: ``model.conversation()`` would make one, a
@@ -304,20 +320,31 @@ class Drives:
         return outcome
 
     async def _answer_from_approvals(
-        self, run: Run, history: list[Message], turn: TurnContext
+        self,
+        run: Run,
+        history: list[Message],
+        turn: TurnContext,
+        carried: list[Approval] | None = None,
     ) -> list[Message]:
         """Resuming a pause: match its trailing calls to the approvals requested for them.
 
         Each approval answers its own call, once, through the gate, whatever today's config
         says about the tool; a call to a tool this process no longer has is answered here
         (its approval cancelled, or its decision given), so none is lost or left open.
+        ``carried``: the turn's approvals as this resume's claim decided them; None: read.
         """
         calls = trailing_calls(history)
-        # Read when the drive starts (one read, no commit), not with the claim: whatever
-        # happened to them meanwhile is what this drive must answer.
-        requested = {
-            a.tool_call_id: a for a in await self.repo.approvals_for_turn(run.id, run.turn)
-        }
+        # Carried by the claim when it decided the turn's only approval (PostgreSQL's
+        # one-statement decision): while the claim's lease is held nothing else changes an
+        # approved or denied approval of the turn (edits, votes, escalations and the sweeper's
+        # expiries touch pending ones only; cancels of a run touch a paused one, and the
+        # others are this drive's own), and begin_execution checks ``status = 'approved' AND
+        # expires_at > now`` in its UPDATE all the same. Otherwise (a claim of another
+        # process or dropped, several approvals, SQLite) read when the drive starts (one
+        # read, no commit): whatever happened to them meanwhile is what it must answer.
+        if carried is None:
+            carried = await self.repo.approvals_for_turn(run.id, run.turn)
+        requested = {a.tool_call_id: a for a in carried}
         turn.approvals = {
             c.tool_call_id: requested[c.tool_call_id] for c in calls if c.tool_call_id in requested
         }

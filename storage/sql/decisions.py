@@ -31,6 +31,13 @@ Why each part is as it is:
   between may have added approvals the snapshot does not show.
 - ``audited``: both audit rows in one INSERT, the decision's first: the rows of one statement's
   CTEs are numbered in no set order, and the trail is read in id order.
+- ``alone`` (the second column): with a claim, whether the decided approval is the only one
+  of the run's turn, the turn the resumed drive answers (``approvals_for_turn(run.id,
+  run.turn)``); then the decided row is every approval that drive needs, and it reads none
+  (``DecisionOutcome.turn_approvals``). Read in the snapshot, where the decided row is still
+  there (pending), hence ``id <>``; a sibling written after the snapshot came with a pause,
+  which changed the run's row, and ``claimed`` then claims nothing (``xmin``), so no claim
+  misses one.
 """
 
 from __future__ import annotations
@@ -73,7 +80,11 @@ def _decide_and_claim(shows: str) -> str:
         "CAST(:resumed_approval_id AS TEXT), CAST(:resumed_event AS TEXT), "
         "CAST(:resumed_actor AS TEXT), CAST(:resumed_detail AS JSON) FROM claimed"
         ") AS events ORDER BY n) "
-        f"SELECT (SELECT status FROM run), {APPROVAL_COLUMNS.qualified('decided')}, "
+        "SELECT (SELECT status FROM run), "
+        "CASE WHEN claimed.turn = decided.turn THEN NOT EXISTS (SELECT 1 FROM approvals AS a "
+        "WHERE a.run_id = decided.run_id AND a.turn = decided.turn AND a.id <> decided.id) "
+        "ELSE FALSE END AS alone, "
+        f"{APPROVAL_COLUMNS.qualified('decided')}, "
         f"{RUN_COLUMNS.qualified('claimed')} FROM decided LEFT JOIN claimed ON TRUE"
     )
 

@@ -198,20 +198,24 @@ class DecisionStore:
         }
         width = len(APPROVAL_COLUMNS.names)
 
-        def body(tx: Tx) -> tuple[str, Approval, Run | None] | None:
+        def body(tx: Tx) -> tuple[str, bool, Approval, Run | None] | None:
             row = tx.one(statement, params)
             if row is None:
                 return None
-            approval_row, run_row = row[1 : 1 + width], row[1 + width :]
+            approval_row, run_row = row[2 : 2 + width], row[2 + width :]
             run = None if run_row[0] is None else RUNS.load(tx, run_row)
-            return row[0], APPROVALS.load(tx, approval_row), run
+            return row[0], bool(row[1]), APPROVALS.load(tx, approval_row), run
 
         fast = await self.database.run(body, WRITE_ONE)
         if fast is None:
             return None
-        run_status, approval, run = fast
+        run_status, alone, approval, run = fast
         if run is not None:
-            return DecisionOutcome(approval=approval, resume_claimed=True, run=run)
+            # The turn's only approval: the resume answers it as decided here, unread.
+            turn_approvals = [approval] if alone else None
+            return DecisionOutcome(
+                approval=approval, resume_claimed=True, run=run, turn_approvals=turn_approvals
+            )
         if run_status != "paused":
             return DecisionOutcome(approval=approval, resume_claimed=False)
         # Decided, not claimed, the run paused: what this statement saw pending may have

@@ -309,9 +309,11 @@ async def test_crash_between_executing_and_executed_is_never_rerun(
     outcome = await runner.start(request(calls(("restart_service", {"service": "db"}))))
     approval_id = outcome.new_approvals[0].id
     await runner.decide(approval_id, actor="U0APPROVER1", approve=True)
-    # The worker recorded "executing", then died before recording the result.
+    # The worker recorded "executing", then died before recording the result; its claims
+    # (kept in memory) died with it, and the bot that resumes the run is a new one.
     assert await repo.begin_execution(approval_id, now=runner.clock())
-    resumed = await runner.resume(outcome.run_id)
+    restarted = Runner(repo, runner.config, worker_id=runner.worker_id)
+    resumed = await restarted.resume(outcome.run_id)
     assert executed("restart_service") == []
     result = tool_results_in(ScriptedModel.seen[-1])["restart_service"]
     assert result.startswith("Outcome unknown")

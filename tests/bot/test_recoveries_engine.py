@@ -39,6 +39,11 @@ def runner(repo: Repository) -> Runner:
     return Runner(repo, recovery_config(), worker_id="worker-a")
 
 
+def restarted(runner: Runner, repo: Repository) -> Runner:
+    """The bot after ``runner``'s worker died: the same worker id, none of its claims."""
+    return Runner(repo, runner.config, worker_id=runner.worker_id)
+
+
 async def test_retry_runs_the_failed_call_once_more(runner: Runner, repo: Repository) -> None:
     outcome = await runner.start(request(calls(("flaky", {"service": "api"}))))
     assert outcome.status == "paused"
@@ -187,9 +192,10 @@ async def test_an_unknown_outcome_asks_and_it_ran_tells_the_model(
     outcome = await runner.start(request(calls(("restart_service", {"service": "db"}))))
     (approval,) = outcome.new_approvals
     await runner.decide(approval.id, actor="U0APPROVER1", approve=True)
-    # The worker recorded "executing", then died before recording the result.
+    # The worker recorded "executing", then died before recording the result; its claims
+    # (kept in memory) died with it, and the bot that resumes the run is a new one.
     assert await repo.begin_execution(approval.id, now=runner.clock())
-    paused = await runner.resume(outcome.run_id)
+    paused = await restarted(runner, repo).resume(outcome.run_id)
     assert paused.status == "paused"
     (row,) = paused.new_approvals
     assert row.kind == "recovery" and row.recovery_cause == "unknown"
@@ -209,8 +215,8 @@ async def test_an_unknown_outcome_retried_runs_once_more(runner: Runner, repo: R
     outcome = await runner.start(request(calls(("restart_service", {"service": "db"}))))
     (approval,) = outcome.new_approvals
     await runner.decide(approval.id, actor="U0APPROVER1", approve=True)
-    assert await repo.begin_execution(approval.id, now=runner.clock())
-    (row,) = (await runner.resume(outcome.run_id)).new_approvals
+    assert await repo.begin_execution(approval.id, now=runner.clock())  # then it died
+    (row,) = (await restarted(runner, repo).resume(outcome.run_id)).new_approvals
     with pytest.raises(DecisionRefused):
         await runner.recover(row.id, actor="U0APPROVER1", choice="bogus")
     await runner.recover(row.id, actor="U0APPROVER1", choice="retry")

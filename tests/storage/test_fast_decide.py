@@ -106,6 +106,50 @@ async def test_a_deny_is_one_statement_and_claims_the_resume(
     assert outcome.approval.status == "denied" and outcome.approval.reason == "no"
 
 
+# -- the turn's approvals, with the claim ---------------------------------------------
+
+
+@pytest.mark.parametrize("approve", [True, False], ids=["approve", "deny"])
+async def test_the_claim_carries_the_turns_only_approval(
+    runner: Runner, repo: Repository, approve: bool
+) -> None:
+    """The resumed drive answers the approvals of the run's turn: when the decided one is the
+    only one, the claim carries it, as decided, and the drive reads none (bot.engine.drive)."""
+    [approval] = await ask(runner, "alone")
+    outcome = await decide(repo, approval.id, utcnow(), approve=approve)
+    assert outcome is not None and outcome.resume_claimed and outcome.run is not None
+    assert outcome.turn_approvals is not None
+    [carried] = outcome.turn_approvals
+    assert values(carried) == values(outcome.approval)
+    assert [values(a) for a in await repo.approvals_for_turn(outcome.run.id, outcome.run.turn)] == [
+        values(carried)
+    ]
+
+
+async def test_the_claim_carries_no_approvals_when_the_turn_has_two(
+    runner: Runner, repo: Repository
+) -> None:
+    """A sibling decided earlier is not in the last decision's rows: the drive reads them all."""
+    first, second = await ask(runner, "two", 2)
+    now = utcnow()
+    earlier = await decide(repo, first.id, now, approve=False)
+    assert earlier is not None and not earlier.resume_claimed
+    assert earlier.turn_approvals is None
+    outcome = await decide(repo, second.id, now)
+    assert outcome is not None and outcome.resume_claimed
+    assert outcome.turn_approvals is None
+
+
+async def test_the_full_transaction_carries_no_approvals(
+    runner: Runner, repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(decisions, "FAST_DECIDE", False)
+    [approval] = await ask(runner, "full")
+    outcome = await decide(repo, approval.id, utcnow())
+    assert outcome is not None and outcome.resume_claimed
+    assert outcome.turn_approvals is None
+
+
 # -- the same rows as the full transaction ---------------------------------------------
 
 

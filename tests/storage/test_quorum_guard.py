@@ -3,17 +3,24 @@
 The release before 0012_quorum decides with a statement that knows no ``min_approvals``:
 during a rolling deploy, or after a rollback, its first click would approve a call that
 needs two people. Its statement is replayed here, verbatim, on both databases. And the
-deciding vote racing `runs cancel`.
+deciding vote racing `runs cancel`. On PostgreSQL the trigger has a WHEN since
+0027_quorum_guard_when, so that other status UPDATEs do not call its function.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
+from alembic import command
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot.engine import Request, Runner
+from storage import migrate
+from storage.drivers import Mode
 from storage.repository import Repository
 from tests.bot.test_quorum import quorum_config
 
@@ -115,3 +122,52 @@ async def test_the_deciding_vote_racing_runs_cancel_leaves_one_consistent_outcom
         else:
             assert not isinstance(vote, BaseException), vote
             assert final.status == "approved" and run.status == "resuming", (final, run)
+
+
+# -- PostgreSQL: the trigger fires only for what it may refuse (0027_quorum_guard_when) ----
+
+GUARD_QUALIFIED = (
+    "SELECT tgqual IS NOT NULL FROM pg_trigger "
+    "WHERE tgname = 'approvals_quorum_guard' AND tgrelid = 'approvals'::regclass"
+)
+
+
+def _qualified(tx: Any) -> bool | None:
+    row = tx.one(GUARD_QUALIFIED)
+    return None if row is None else bool(row[0])
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_the_guard_at_head_fires_only_for_a_quorum_approve(repo: Repository) -> None:
+    """Regression: without its WHEN the trigger ran its plpgsql function on every UPDATE of
+    ``approvals.status`` (three a pause -> decide -> resume cycle, ~0.03 ms of the server's
+    time each) although only a ``pending -> approved`` of a quorum approval can trip it. The
+    refusals themselves are the tests above, at head on both databases."""
+    assert await repo.database.run(_qualified, Mode.READ_ONE) is True
+
+
+async def test_0027_downgrades_to_the_unqualified_guard_and_back(postgres_database: str) -> None:
+    await (await Repository.open(postgres_database)).close()
+    engine = create_async_engine(
+        postgres_database.replace("postgresql://", "postgresql+asyncpg://")
+    )
+    try:
+        assert await _guard_after(engine, "downgrade", "0026_delegations") is False
+        assert await _guard_after(engine, "upgrade", "head") is True
+    finally:
+        await engine.dispose()
+
+
+async def _guard_after(engine: AsyncEngine, action: str, revision: str) -> bool | None:
+    """Whether the guard has a WHEN, once Alembic's ``action`` to ``revision`` is done."""
+
+    def migrate_to(connection: Connection) -> None:
+        config = migrate.alembic_config()
+        config.attributes["connection"] = connection
+        getattr(command, action)(config, revision)
+
+    async with engine.begin() as connection:
+        await connection.run_sync(migrate_to)
+    async with engine.connect() as connection:
+        row = (await connection.exec_driver_sql(GUARD_QUALIFIED)).first()
+    return None if row is None else bool(row[0])
