@@ -4,8 +4,9 @@ pauses or fails.
 A run's durable form is its ``llm`` message history (``runs.history``). A drive rebuilds the
 chain from it with the same tools and no prompt text, so llm re-executes exactly the trailing
 calls that have no result yet, and the gate (:mod:`bot.gate`) turns each settled row into
-that call's result. A pause stores the history with its new rows in one transaction
-(``Repository.save_pause``); a completion or a failure stores the end of the run. Every write
+that call's result. A completion stores the end of the run; a pause, a hold and a failure
+are stored by :mod:`bot.engine.stops` (a pause: the history with its new rows, in one
+transaction). Every write
 names this drive's lease owner: a drive that finds it lost the lease stops and says nothing,
 because the run is another drive's now. Before each model call and each tool call (the gate) a
 drive looks for an operator's hold (:mod:`bot.gate.safe_points`) and stops there: held, or
@@ -14,7 +15,6 @@ cancelled for a Stop (:func:`bot.engine.holds.stop_at_safe_point`).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -24,18 +24,11 @@ from llm.parts import Message, Part, ToolResultPart
 
 from bot.config import Config
 from bot.config.models import MCP_SEPARATOR
-from bot.engine.batches import batched
 from bot.engine.claims import Claims
-from bot.engine.delegations import delegation_context, hold_new_children
-from bot.engine.failures import (
-    ToolCallIdReused,
-    TooManyApprovals,
-    describe_failure,
-    reused_call_id,
-)
-from bot.engine.holds import stop_at_safe_point
+from bot.engine.delegations import delegation_context
 from bot.engine.leases import LeaseKeeper, Leases
 from bot.engine.outcomes import RunOutcome
+from bot.engine.stops import Stops, handed_over
 from bot.engine.transcript import (
     chain_input,
     history_at,
@@ -55,7 +48,6 @@ from bot.gate import (
     answer_unconfigured,
     current_turn,
     hold_at_safe_point,
-    hold_requested,
 )
 from bot.gate.stream_events import EventListener, RunEvent, task_event
 from bot.gate.turn import DelegationContext
@@ -64,7 +56,7 @@ from bot.ops import metric_hooks as metrics
 from bot.ops.outage import OutageLog
 from bot.pauses import DELEGATE, ToolProgress
 from storage.models import Approval, Run
-from storage.repository import LeaseLost, Repository, RunHeld
+from storage.repository import LeaseLost, Repository
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +83,7 @@ class Drives:
         self.agent_tools = agent_tools or {}
         self.leases = leases
         self.claims = claims
+        self.stops = Stops(repo, config, leases, resume=self.resume)
         self.outages = outages or OutageLog()
         self._models: dict[str, llm.AsyncModel] = {}
         # Long calls (bot.gate.checkpoints): why they must stop at their next checkpoint (a
@@ -234,9 +227,9 @@ class Drives:
         try:
             return await self._run_turn(run, turn, owner, turn_approvals)
         except (LeaseLost, HandedOver):
-            return _handed_over(run)
+            return handed_over(run)
         except Exception as exc:  # model errors, chain limit, storage failures while saving
-            return await self._fail(run, exc, owner)
+            return await self.stops.fail(run, exc, owner)
         finally:
             await heartbeat.stop()
             current_turn.reset(token)
@@ -266,40 +259,40 @@ class Drives:
                 action = await hold_at_safe_point(turn)
                 if action is not None:
                     before = history_before(response, last, history)
-                    return await self._hold(run, before, turn, owner, action)
+                    return await self.stops.hold(run, before, turn, owner, action)
                 last = response
                 turn.why = await _told(response, turn)  # its text, for the cards
                 turn.hold_epoch += 1  # the model call ended: TurnContext.hold_epoch
         except GateFailure as failure:
-            return await self._fail(run, failure.original, owner)
+            return await self.stops.fail(run, failure.original, owner)
         except HandedOver:
-            return _handed_over(run)
+            return handed_over(run)
         except HoldRequested as hold:
             if turn.failures:
-                return await self._fail(run, turn.failures[0].original, owner)
+                return await self.stops.fail(run, turn.failures[0].original, owner)
             held_history = await history_at(last, history)
             if hold.tool_results:
                 held_history.append(tool_results_message(hold.tool_results))
             if (turn.drafts or turn.still_pending) and hold.action != "stop":
                 # A sibling asked for approval meanwhile: an ordinary pause, whose resume
                 # the hold keeps from being claimed until someone resumes the run.
-                return await self._pause(run, held_history, turn, owner)
-            return await self._hold(run, held_history, turn, owner, hold.action)
+                return await self.stops.pause(run, held_history, turn, owner)
+            return await self.stops.hold(run, held_history, turn, owner, hold.action)
         except ApprovalRequired as pause:
             if turn.failures:
-                return await self._fail(run, turn.failures[0].original, owner)
+                return await self.stops.fail(run, turn.failures[0].original, owner)
             paused_history = await history_at(last, history)
             if pause.tool_results:
                 paused_history.append(tool_results_message(pause.tool_results))
-            return await self._pause(run, paused_history, turn, owner)
+            return await self.stops.pause(run, paused_history, turn, owner)
         except llm.PauseChain as other:
-            return await self._fail(
+            return await self.stops.fail(
                 run,
                 RuntimeError(f"a tool paused the chain outside the approval gate: {other}"),
                 owner,
             )
         if turn.failures:
-            return await self._fail(run, turn.failures[0].original, owner)
+            return await self.stops.fail(run, turn.failures[0].original, owner)
         answer = await last.text() if last is not None else ""
         final_history = await history_at(last, history)
         now = self.leases.clock()
@@ -376,115 +369,6 @@ class Drives:
         server, separator, _ = tool_name.partition(MCP_SEPARATOR)
         return bool(separator) and server in self.unlisted_servers
 
-    async def _pause(
-        self, run: Run, history: list[Message], turn: TurnContext, owner: str
-    ) -> RunOutcome:
-        reused = reused_call_id(history, turn)
-        if reused is not None:
-            return await self._fail(run, ToolCallIdReused(reused), owner)
-        if len(turn.drafts) > self.config.max_approvals_per_turn:
-            if turn.unchecked_drafts and (action := await hold_requested(self.repo, run.id)):
-                return await self._held_before_drafts(run, history, turn, owner, action)
-            # Before anything is stored: no approval, no card, and the model is not asked
-            # again (a prompt-injected response could otherwise flood the channel).
-            return await self._fail(
-                run, TooManyApprovals(len(turn.drafts), self.config.max_approvals_per_turn), owner
-            )
-        # Sub-agents' runs start under leases of their own (the caller drives them).
-        drafts = [
-            dataclasses.replace(
-                d, child=dataclasses.replace(d.child, lease_owner=self.leases.new_owner())
-            )
-            if d.child is not None
-            else d
-            for d in turn.drafts
-        ]
-        now = self.leases.clock()
-        try:
-            pause = await self.repo.save_pause(
-                run.id,
-                worker=owner,
-                claimer=self.leases.worker_id,
-                history=[stored(m) for m in history],
-                # Many calls of one tool under the same approvers share one card
-                # (bot.engine.batches).
-                drafts=batched(drafts, self.config.batch_threshold_for),
-                still_pending=turn.still_pending,
-                lease_until=self.leases.until(now),
-                now=now,
-                # The drafted calls' safe point (bot.gate.safe_points): nothing ran since.
-                stop_if_held=turn.unchecked_drafts,
-                # As this drive knows it: the common pause is then one statement (PostgreSQL).
-                run=run,
-            )
-        except RunHeld as held:
-            return await self._held_before_drafts(run, history, turn, owner, held.action)
-        failpoint("pause_stored")
-        if pause.children:
-            await hold_new_children(self.repo, run.id, self.leases.clock())
-        if pause.resume_claimed:
-            # Every approval it waited for was decided while it ran (their deciders could
-            # not resume a run that was not paused yet): carry straight on.
-            return await self.resume(run.id)
-        return RunOutcome(
-            run_id=run.id,
-            status="paused",
-            new_approvals=pause.approvals,
-            run=run,
-            children=pause.children,
-        )
-
-    async def _held_before_drafts(
-        self, run: Run, history: list[Message], turn: TurnContext, owner: str, action: str
-    ) -> RunOutcome:
-        """The pause of new calls found a hold: those calls stop at their safe point, as if
-        each had read it there (no approval asked), and the run is held; an earlier turn's
-        approvals still waiting make it an ordinary pause, as ``HoldRequested`` does."""
-        turn.drafts.clear()
-        turn.unchecked_drafts = False
-        if turn.still_pending and action != "stop":
-            return await self._pause(run, history, turn, owner)
-        return await self._hold(run, history, turn, owner, action)
-
-    async def _hold(
-        self, run: Run, history: list[Message], turn: TurnContext, owner: str, action: str
-    ) -> RunOutcome:
-        """Stop at a safe point for an operator (:func:`bot.engine.holds.stop_at_safe_point`)."""
-        if turn.failures:
-            return await self._fail(run, turn.failures[0].original, owner)
-        outcome = await stop_at_safe_point(
-            self.repo, self.leases, run, [stored(m) for m in history], owner, action
-        )
-        # None: resumed between the safe point's read and its write; carry straight on.
-        return outcome if outcome is not None else await self.resume(run.id)
-
-    async def _fail(self, run: Run, exc: BaseException, owner: str) -> RunOutcome:
-        message = describe_failure(exc, self.config.chain_limit)
-        now = self.leases.clock()
-        try:
-            parent = await self.repo.finish_run(
-                run.id,
-                worker=owner,
-                status="failed",
-                error=message,
-                now=now,
-                claimer=self.leases.worker_id,
-                lease_until=self.leases.until(now),
-            )
-        except LeaseLost:
-            # The run is another drive's now: this failure is not the run's, say nothing.
-            log.error("run %s: this drive failed after losing the run: %s", run.id, message)
-            return _handed_over(run)
-        # A model that is unknown or has no key is the configuration's fault, said in full by
-        # the message: its traceback only buried that line.
-        configuration = isinstance(exc, (llm.UnknownModelError, llm.NeedsKeyException))
-        log.error("run %s failed: %s", run.id, message, exc_info=None if configuration else exc)
-        if parent is not None:
-            failpoint("child_ended")
-        return RunOutcome(
-            run_id=run.id, status="failed", error=message, run=run, parent_resume=parent
-        )
-
 
 async def _told(response: Any, turn: TurnContext) -> str:
     """Read one model response, telling the thread its text as it comes and its calls as
@@ -500,10 +384,3 @@ async def _told(response: Any, turn: TurnContext) -> str:
             turn.emit(event)
     text: str = await response.text()
     return text
-
-
-def _handed_over(run: Run) -> RunOutcome:
-    # Another drive took the run over (this one stalled past its lease): the run is theirs
-    # to finish and to report, so say nothing in the thread.
-    log.warning("run %s: lease lost; the drive that took it over carries on", run.id)
-    return RunOutcome(run_id=run.id, status="handed_over", run=run)
