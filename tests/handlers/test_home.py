@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from slack_bolt.async_app import AsyncApp
 
+from handlers.app import CLICK_NOT_HANDLED
 from handlers.slack import home
 from storage.repository import Repository
 from tests.conftest import make_config
@@ -150,3 +152,30 @@ async def test_approvals_anyone_may_decide_stay_off_the_home(
         # Its own channel's /approvals still lists it.
         listing = await slack.server.slash_command(OTHER_APPROVER, "C0OPS", text="")
         assert "private" in listing.body
+
+
+async def test_an_approve_click_on_the_home_whose_dispatch_fails_is_told_at_its_top(
+    slack: Harness,
+) -> None:
+    """An Approve click is answered 200 before bolt dispatches it; a Home click has no
+    response URL, so when its dispatch fails the clicker is told at the top of their Home
+    (``handlers.app.CLICK_NOT_HANDLED``), and nothing is decided."""
+    await slack.mention(REQUESTER, calls("restart_service", {"service": "payments"}))
+    await slack.server.open_home(APPROVER)
+    await slack.settle()
+
+    async def broken(body: dict[str, Any], next: Any) -> Any:
+        if body.get("type") == "block_actions":
+            raise RuntimeError("a listener's bug")
+        return await next()
+
+    app = slack.bot.app
+    assert isinstance(app, AsyncApp)
+    app.middleware(broken)
+    reply = await slack.server.click_home(APPROVER, "approval_approve")
+    assert reply.status == 200
+    await slack.settle()
+    after = shown(slack.server.home_of(APPROVER))
+    assert json.dumps(CLICK_NOT_HANDLED)[1:-1] in after
+    assert "approval_approve" in after, "still waiting for a decision"
+    assert ops_tools.EXECUTED == []
