@@ -13,6 +13,7 @@ import asyncio
 import json
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 from alembic import command
 from sqlalchemy.engine import Connection
@@ -171,3 +172,29 @@ async def _guard_after(engine: AsyncEngine, action: str, revision: str) -> bool 
     async with engine.connect() as connection:
         row = (await connection.exec_driver_sql(GUARD_QUALIFIED)).first()
     return None if row is None else bool(row[0])
+
+
+async def test_0027_waits_for_no_reader_and_holds_up_no_read(postgres_database: str) -> None:
+    """A rolling deploy runs 0027 while the old replicas serve. Dropping the trigger took
+    ``approvals``' strongest lock: behind a transaction that had read the table (a report,
+    ``pg_dump``), the upgrade queued, and every later read of approvals queued behind it, so
+    the replicas' clicks timed out for as long as that transaction lasted. Replaced in place,
+    the trigger waits for no reader and no read waits for it."""
+    await (await Repository.open(postgres_database)).close()
+    engine = create_async_engine(
+        postgres_database.replace("postgresql://", "postgresql+asyncpg://")
+    )
+    report = await asyncpg.connect(postgres_database)
+    replica = await asyncpg.connect(postgres_database)
+    try:
+        assert await _guard_after(engine, "downgrade", "0026_delegations") is False
+        await report.execute("BEGIN")
+        await report.fetch("SELECT count(*) FROM approvals")  # a long read, still open
+        upgrade = asyncio.create_task(_guard_after(engine, "upgrade", "head"))
+        assert await asyncio.wait_for(asyncio.shield(upgrade), 10) is True, "waited for a reader"
+        await replica.fetch("SELECT count(*) FROM approvals", timeout=5)
+    finally:
+        await report.execute("ROLLBACK")
+        await report.close()
+        await replica.close()
+        await engine.dispose()

@@ -7,8 +7,16 @@ approved`` of an approval that needs several approvers can trip it. The trigger 
 here with that as its ``WHEN`` (a row trigger's ``WHEN`` may read ``OLD`` and ``NEW`` but no
 subquery, so the votes are still counted in the function, which is unchanged): every other
 UPDATE no longer calls it. It refuses what it refused before. SQLite's trigger has had the
-whole condition as its ``WHEN`` since 0014: unchanged. A trigger changes no table: safe for a
-rolling deploy.
+whole condition as its ``WHEN`` since 0014: unchanged.
+
+A rolling deploy: the trigger is replaced in place (``CREATE OR REPLACE TRIGGER``, PostgreSQL
+14 and later), whose lock on ``approvals`` lets reads through and waits only for the writes
+in flight, never behind a long read (a report, ``pg_dump``). Dropping it first would take
+the table's strongest lock: queued behind any open transaction that had read ``approvals``,
+it would have held up every later statement on the table, the replicas' reads included, for
+as long as that transaction lasted. The wait for the lock is bounded (``lock_timeout``): past
+it the upgrade fails, changing nothing, and can be run again. PostgreSQL 11 to 13 have no
+``OR REPLACE`` for triggers: there it is dropped and created, in the same transaction.
 
 Revision ID: 0027_quorum_guard_when
 Revises: 0026_delegations
@@ -42,9 +50,18 @@ def downgrade() -> None:
     _replace(PREVIOUS_TRIGGER)
 
 
+# How long the upgrade waits for the writes in flight on approvals before it gives up.
+LOCK_TIMEOUT = "5s"
+
+
 def _replace(trigger: str) -> None:
-    """Drop and create in the migration's transaction: no UPDATE runs between them unguarded."""
-    if op.get_bind().dialect.name != "postgresql":
+    """In place, in the migration's transaction: no UPDATE runs unguarded meanwhile."""
+    bind = op.get_bind()
+    if bind.dialect.name != "postgresql":
+        return
+    op.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+    if (bind.dialect.server_version_info or (0,)) >= (14,):
+        op.execute(trigger.replace("CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1))
         return
     op.execute(_DROP)
     op.execute(trigger)
