@@ -223,6 +223,54 @@ async def test_an_approve_click_whose_dispatch_fails_after_its_answer_is_told_so
     assert ops_tools.EXECUTED == []
 
 
+async def test_an_early_answered_clicks_decision_does_not_wait_for_the_answers_again(
+    repo: Repository,
+) -> None:
+    """The click's dispatch waits for the acknowledgements in flight (it is background work);
+    the decision it starts then started only once they were written too: under a steady
+    stream of requests, twice ``ack_wait_limit``. Here another request is being answered
+    from the moment the click's dispatch runs until the test ends it, and the click is
+    decided meanwhile."""
+    async with running_bot(make_config(), repo) as slack:
+        await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+        [card] = slack.cards()
+        [pending], _ = await repo.list_pending(PendingFilter(), now=utcnow(), limit=10)
+        background = slack.bot.services.background
+        background.ack_wait_limit = 60.0  # a wait for the other answer would outlast the test
+        answering, answered = asyncio.Event(), asyncio.Event()
+        others: list[asyncio.Task[None]] = []
+
+        async def another_request() -> None:
+            with background.acknowledging():
+                answering.set()
+                await answered.wait()
+
+        async def a_request_arrives(body: dict, next: Any) -> Any:
+            if body.get("type") == "block_actions":
+                others.append(asyncio.create_task(another_request()))
+                await answering.wait()
+            return await next()
+
+        app = slack.bot.app
+        assert isinstance(app, AsyncApp)
+        app.middleware(a_request_arrives)
+        click = await slack.server.click("U0APPROVER1", card, "approval_approve")
+        assert click.status == 200
+
+        async def decided() -> str:
+            while (row := await repo.get_approval(pending.id)) is None or row.status == "pending":
+                await asyncio.sleep(0.01)
+            return row.status
+
+        try:
+            assert await asyncio.wait_for(decided(), 10) != "pending"
+        finally:
+            answered.set()
+            await asyncio.gather(*others)
+        await slack.settle()
+    assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
+
+
 async def test_an_approve_click_near_the_signatures_age_limit_is_decided_not_lost(
     repo: Repository,
 ) -> None:
