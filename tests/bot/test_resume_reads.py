@@ -93,3 +93,17 @@ async def test_a_denied_only_approval_is_answered_from_the_claim(
     assert executed("restart_service") == []
     run = await repo.get_run(outcome.run_id)
     assert run is not None and "not today" in str(run.history)
+
+
+async def test_a_whole_cycle_sends_seven_statements_and_no_transaction(runner: Runner) -> None:
+    """docs/benchmarks.md's round trips per PostgreSQL cycle, as the direct path sends them:
+    the new run, the pause, the decision's read of the approval, the decision with its claim,
+    ``executing``, ``executed`` and the run's end, each alone in autocommit (one round trip
+    each, no BEGIN or COMMIT); the turn's approvals come with the claim."""
+    with statements() as sent:
+        outcome = await paused(runner, "cycle")
+        await approve_all(runner, outcome)
+        done = await runner.resume(outcome.run_id)
+    assert done.status == "completed", done
+    assert len(sent) == 7, "\n".join(s[:80] for s in sent)
+    assert not [s for s in sent if s.split()[0].upper() in ("BEGIN", "COMMIT", "ROLLBACK")]
