@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from slack_bolt.async_app import AsyncApp
 
 from handlers.app import CLICK_NOT_HANDLED
 from handlers.slack import home
@@ -164,14 +163,7 @@ async def test_an_approve_click_on_the_home_whose_dispatch_fails_is_told_at_its_
     await slack.server.open_home(APPROVER)
     await slack.settle()
 
-    async def broken(body: dict[str, Any], next: Any) -> Any:
-        if body.get("type") == "block_actions":
-            raise RuntimeError("a listener's bug")
-        return await next()
-
-    app = slack.bot.app
-    assert isinstance(app, AsyncApp)
-    app.middleware(broken)
+    slack.break_click_dispatch()
     reply = await slack.server.click_home(APPROVER, "approval_approve")
     assert reply.status == 200
     await slack.settle()

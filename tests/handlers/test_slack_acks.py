@@ -204,14 +204,7 @@ async def test_an_approve_click_whose_dispatch_fails_after_its_answer_is_told_so
         await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
         [card] = slack.cards()
 
-        async def broken(body: dict, next: Any) -> Any:
-            if body.get("type") == "block_actions":
-                raise RuntimeError("a listener's bug")
-            return await next()
-
-        app = slack.bot.app
-        assert isinstance(app, AsyncApp)
-        app.middleware(broken)
+        slack.break_click_dispatch()
         click = await slack.server.click("U0APPROVER1", card, "approval_approve")
         assert click.status == 200 and click.body == ""
         await slack.settle()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from slack_bolt.async_app import AsyncApp
 
 from bot.config import Config
 from bot.serve import Bot, started_bot
@@ -69,6 +70,19 @@ class Harness:
 
     def ephemeral_texts(self, user: str) -> list[str]:
         return [m.text for m in self.server.ephemerals_for(user)]
+
+    def break_click_dispatch(self) -> None:
+        """From now on every click's dispatch fails, as a listener's bug would (a middleware
+        that raises), after the early answer an Approve click gets (``handlers.app``)."""
+
+        async def broken(body: dict[str, Any], next: Any) -> Any:
+            if body.get("type") == "block_actions":
+                raise RuntimeError("a listener's bug")
+            return await next()
+
+        app = self.bot.app
+        assert isinstance(app, AsyncApp)
+        app.middleware(broken)
 
 
 def has_buttons(message: Message) -> bool:
