@@ -52,6 +52,15 @@ from storage.drivers import (
     is_sqlite,
     open_database,
 )
+from storage.errors import (
+    DuplicateEvent,
+    EditConflict,
+    LeaseLost,
+    RunBusy,
+    RunHeld,
+    StorageError,
+    ValueTooLong,
+)
 from storage.hashes import arguments_hash, canonical_json, payload_hash
 from storage.limits import DATABASE_FAILURES, DatabaseBusy, time_limit
 from storage.records import (
@@ -66,25 +75,18 @@ from storage.records import (
     CallbackOutcome,
     ChildRun,
     DecisionOutcome,
-    DuplicateEvent,
-    EditConflict,
     EditRequest,
     ExpiryOutcome,
     ExportedEvent,
     GrantDraft,
-    LeaseLost,
     LiveCounts,
     PauseOutcome,
     PendingFilter,
     ReachState,
-    RunBusy,
-    RunHeld,
     StepStarted,
     StepToComplete,
-    StorageError,
     StoredCheckpoint,
     StoredToken,
-    ValueTooLong,
 )
 from storage.sql.approvals import INSERT_APPROVAL, INSERT_APPROVER, approver_rows
 from storage.sql.runs import INSERT_RUN_ROW

@@ -26,8 +26,9 @@ from bot.policy import (
 )
 from bot.policy.edits import edited_call_policy, stricter_by
 from bot.tools import tool_definition
+from storage.errors import EditConflict
 from storage.hashes import PayloadHasher, fingerprint
-from storage.records import EditConflict, EditRequest
+from storage.records import EditRequest
 from storage.values import storable
 
 

@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from storage.drivers import Database, Mode, Tx
+from storage.errors import EditConflict
 from storage.hashes import shows_current
-from storage.records import DecisionOutcome, EditConflict, EditRequest
+from storage.records import DecisionOutcome, EditRequest
 from storage.sql.approvals import APPROVAL_BY_ID, INSERT_APPROVER, approver_rows
 from storage.sql.edits import DELETE_APPROVERS, DELETE_VOTES, EDIT
 from storage.stores.events import audit

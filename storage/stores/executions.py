@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.drivers import Database, Mode, Tx
-from storage.records import RunHeld, StorageError
+from storage.errors import RunHeld, StorageError
 from storage.sql.approvals import (
     BEGIN_EXECUTION,
     BEGIN_EXECUTION_FENCED,

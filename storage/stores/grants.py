@@ -23,8 +23,9 @@ from datetime import datetime
 from typing import Any
 
 from storage.drivers import Database, Mode, Tx
+from storage.errors import LeaseLost
 from storage.models import Approval, Grant
-from storage.records import ApprovalDraft, GrantDraft, LeaseLost
+from storage.records import ApprovalDraft, GrantDraft
 from storage.sql.approvals import INSERT_APPROVAL, INSERT_APPROVER, approver_rows
 from storage.sql.edits import edit_columns
 from storage.sql.grants import (

@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from storage.drivers import Database, Mode, Tx
+from storage.errors import LeaseLost
 from storage.models import Run, RunHold
-from storage.records import FINISHED_RUN_STATUSES, LeaseLost
+from storage.records import FINISHED_RUN_STATUSES
 from storage.sql.delegations import ORPHANED_CHILDREN, UNFINISHED_CHILDREN
 from storage.sql.holds import (
     COUNT_HELD,

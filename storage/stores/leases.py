@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from storage.drivers import Database, Mode, Tx
+from storage.errors import LeaseLost
 from storage.models import Run
-from storage.records import LeaseLost
 from storage.sql.runs import (
     RELEASE_LEASES,
     RENEW_LEASE,

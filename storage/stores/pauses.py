@@ -21,15 +21,9 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, DateTime, Integer, String
 
 from storage.drivers import Database, Mode, Tx
+from storage.errors import LeaseLost, RunHeld, StorageError, ValueTooLong
 from storage.models import Approval, Base, Run
-from storage.records import (
-    ApprovalDraft,
-    LeaseLost,
-    PauseOutcome,
-    RunHeld,
-    StorageError,
-    ValueTooLong,
-)
+from storage.records import ApprovalDraft, PauseOutcome
 from storage.sql.approvals import (
     INSERT_APPROVAL,
     INSERT_APPROVER,

@@ -17,9 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from storage.drivers import Database, Mode, Tx
+from storage.errors import DuplicateEvent, LeaseLost, RunBusy
 from storage.limits import DATABASE_FAILURES
 from storage.models import Approval, Run
-from storage.records import FINISHED_RUN_STATUSES, DuplicateEvent, LeaseLost, RunBusy
+from storage.records import FINISHED_RUN_STATUSES
 from storage.sql.approvals import APPROVALS_FOR_TURN
 from storage.sql.events import CLAIM_EVENT, INSERT_AUDIT, audit_row, audited_params
 from storage.sql.holds import DROP_HOLD

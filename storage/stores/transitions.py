@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from storage.drivers import Tx
+from storage.errors import RunBusy
 from storage.models import Approval
-from storage.records import DecisionOutcome, RunBusy
+from storage.records import DecisionOutcome
 from storage.sql.approvals import DECIDE
 from storage.sql.delegations import PARENT_OF_RUN, SETTLE_DELEGATION
 from storage.sql.events import audit_row, audited_params, audited_postgres

@@ -21,13 +21,9 @@ from datetime import datetime
 from typing import Any
 
 from storage.drivers import Database, Mode, Tx
+from storage.errors import LeaseLost
 from storage.models import Approval
-from storage.records import (
-    ArmedCallback,
-    CallbackOutcome,
-    DecisionOutcome,
-    LeaseLost,
-)
+from storage.records import ArmedCallback, CallbackOutcome, DecisionOutcome
 from storage.sql.approvals import APPROVAL_BY_ID, INSERT_APPROVAL
 from storage.sql.edits import edit_columns
 from storage.sql.waits import (

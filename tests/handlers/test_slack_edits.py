@@ -14,7 +14,8 @@ import pytest
 
 from bot.policy import EditRefused
 from handlers.blocks import edits as edit_blocks
-from storage.records import EditConflict, EditRequest
+from storage.errors import EditConflict
+from storage.records import EditRequest
 from storage.repository import Repository
 from tests.conftest import BASE_CONFIG, make_config
 from tests.support.ops_tools import executed

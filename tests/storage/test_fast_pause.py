@@ -18,15 +18,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from storage.errors import LeaseLost, RunHeld
 from storage.models import Run
-from storage.records import (
-    ApprovalDraft,
-    ArmedCallback,
-    ChildRun,
-    LeaseLost,
-    PauseOutcome,
-    RunHeld,
-)
+from storage.records import ApprovalDraft, ArmedCallback, ChildRun, PauseOutcome
 from storage.repository import Repository
 from storage.stores import pauses
 from tests.conftest import POSTGRES_URL, Database, postgres_schema

@@ -15,7 +15,7 @@ import asyncio
 
 import pytest
 
-from storage.records import LeaseLost
+from storage.errors import LeaseLost
 from storage.repository import Repository
 from tests.conftest import Database
 from tests.support.one_statement_runs import (

@@ -15,7 +15,7 @@ import asyncio
 
 import pytest
 
-from storage.records import DuplicateEvent, LeaseLost, RunBusy
+from storage.errors import DuplicateEvent, LeaseLost, RunBusy
 from storage.repository import Repository
 from tests.conftest import Database
 from tests.support.one_statement_runs import (
