@@ -118,8 +118,8 @@ class _PostgresTx:
     def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
             return
-        query, _ = prepared(sql, rows[0])
-        self._connection.exec_driver_sql(query, [prepared(sql, row)[1] for row in rows])
+        statements = [prepared(sql, row) for row in rows]
+        self._connection.exec_driver_sql(statements[0][0], [args for _, args in statements])
 
     def defer(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
         self.executemany(sql, rows)  # the engine's path (POSTGRES_DIRECT off): as before
