@@ -69,6 +69,38 @@ async def test_no_work_starts_between_the_answers_of_a_burst() -> None:
     assert happened == [*(f"answered {click}" for click in range(20)), "work"]
 
 
+async def test_a_lone_answers_work_does_not_wait_for_the_burst_quiet() -> None:
+    """One click: its work starts after ``quiet``, not ``burst_quiet`` (its answer in the
+    thread is not delayed for a burst that is not coming)."""
+    background = BackgroundTasks(ack_wait_limit=60.0, quiet=0.001, burst_quiet=60.0)
+    done = asyncio.Event()
+
+    async def work() -> None:
+        done.set()
+
+    with background.acknowledging():
+        background.spawn(work(), name="a lone click's work")
+    await asyncio.wait_for(done.wait(), 10)
+
+
+async def test_after_answers_close_together_work_waits_for_the_burst_quiet() -> None:
+    """Two answers less than ``burst_quiet`` apart are a burst: a gap of ``quiet`` (the
+    sender paused) does not end it, so work spawned by it has not started."""
+    background = BackgroundTasks(ack_wait_limit=60.0, quiet=0.001, burst_quiet=60.0)
+    started = asyncio.Event()
+
+    async def work() -> None:
+        started.set()
+
+    with background.acknowledging():
+        background.spawn(work(), name="spawned by the first click")
+    with background.acknowledging():
+        pass
+    await asyncio.sleep(0.1)  # a hundred times ``quiet``
+    assert not started.is_set()
+    await background.cancel_all()
+
+
 async def test_a_stream_of_answers_delays_work_by_the_limit_at_most() -> None:
     background = BackgroundTasks(ack_wait_limit=0.01)
     answered, done = asyncio.Event(), asyncio.Event()
