@@ -84,7 +84,7 @@ async def test_a_lone_answers_work_does_not_wait_for_the_burst_quiet() -> None:
 
 
 async def test_after_answers_close_together_work_waits_for_the_burst_quiet() -> None:
-    """Two answers less than ``burst_quiet`` apart are a burst: a gap of ``quiet`` (the
+    """Two answers less than ``quiet`` apart are a burst: a gap of ``quiet`` (the
     sender paused) does not end it, so work spawned by it has not started."""
     background = BackgroundTasks(ack_wait_limit=60.0, quiet=0.001, burst_quiet=60.0)
     started = asyncio.Event()
@@ -99,6 +99,23 @@ async def test_after_answers_close_together_work_waits_for_the_burst_quiet() -> 
     await asyncio.sleep(0.1)  # a hundred times ``quiet``
     assert not started.is_set()
     await background.cancel_all()
+
+
+async def test_answers_further_apart_than_quiet_are_no_burst() -> None:
+    """A steady stream of requests a few milliseconds apart: work still starts between them
+    after ``quiet``, not after ``burst_quiet``."""
+    background = BackgroundTasks(ack_wait_limit=60.0, quiet=0.001, burst_quiet=60.0)
+    done = asyncio.Event()
+
+    async def work() -> None:
+        done.set()
+
+    with background.acknowledging():
+        pass
+    await asyncio.sleep(0.01)
+    with background.acknowledging():
+        background.spawn(work(), name="spawned by a later request")
+    await asyncio.wait_for(done.wait(), 10)
 
 
 async def test_a_stream_of_answers_delays_work_by_the_limit_at_most() -> None:
