@@ -15,6 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import engine_cycle  # sets LLM_USER_PATH and sys.path before llm is imported
+from bench.peers.at_most_once import (
+    AT_MOST_ONCE,
+    BASELINE,
+    SHIPPED,
+    at_most_once,
+    at_most_once_table,
+    targets,
+)
 from bench.peers.common import (
     SYNCHRONOUS_LEVELS,
     SYNCHRONOUS_SETTINGS,
@@ -24,11 +32,6 @@ from bench.peers.common import (
     fsync_ms,
     load,
 )
-
-BASELINE = "approval-bot"
-# Rows at approval-bot's own durability in the at-most-once comparison (the floor replays
-# its transactions, at the level each was committed at).
-SHIPPED = (BASELINE, "approval-bot-sync-tool", "sqlite-floor")
 
 
 def peer_factories() -> tuple[list[tuple[str, Callable[[], Peer]]], list[str]]:
@@ -58,9 +61,6 @@ def peer_factories() -> tuple[list[tuple[str, Callable[[], Peer]]], list[str]]:
     factories.append(("raw-llm", RawLlm))
     factories.append(("sqlite-floor", SqliteFloor))
     return factories, missing
-
-
-AT_MOST_ONCE = "at-most-once"
 
 
 def setting_for(part: str, key: str) -> str:
@@ -190,105 +190,6 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def at_most_once(results: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """approval-bot at the durability its at-most-once promise needs, beside every peer at
-    FULL (the setting at which what a peer stored before its tool ran survives a power cut).
-
-    The bot needs its ``executing`` record on disk before the tool runs: at NORMAL it
-    commits that one at FULL (its fsynced commits say whether it did). From the at-most-once
-    part, where they ran interleaved; without it, from the NORMAL and FULL halves (the bot's
-    NORMAL half if it raised that commit, else its FULL half). None without either.
-    """
-    by_setting = {r["synchronous"]: r["rows"] for r in results}
-    normal = by_setting.get("NORMAL")
-    if AT_MOST_ONCE in by_setting:
-        part = by_setting[AT_MOST_ONCE]
-        source = "interleaved in one part"
-    elif "FULL" in by_setting:
-        part = None
-        source = "from the NORMAL and FULL halves"
-    else:
-        return None
-
-    def shipped(key: str) -> tuple[dict[str, Any], str]:
-        """The row at the durability approval-bot ships."""
-        row = part[key] if part is not None else None
-        if row is None:
-            raised = normal is not None and (normal[key]["fsynced_commits_per_cycle"] or 0) >= 1
-            row = normal[key] if raised and normal is not None else by_setting["FULL"][key]
-        if row["synchronous"] == "NORMAL" and (row["fsynced_commits_per_cycle"] or 0) >= 1:
-            return row, "NORMAL, the `executing` commit at FULL"
-        return row, row["synchronous"]
-
-    bot, bot_setting = shipped(BASELINE)
-    rows = {}
-    keys = part if part is not None else by_setting["FULL"]
-    for key in keys:
-        if key in SHIPPED:
-            chosen, durability = shipped(key)
-        else:
-            chosen = part[key] if part is not None else by_setting["FULL"][key]
-            durability = chosen["synchronous"]
-        rows[key] = {
-            "name": chosen["name"],
-            "durability": durability,
-            "p50_ms": chosen["p50_ms"],
-            "p99_ms": chosen["p99_ms"],
-            "cpu_ms": chosen["cpu_ms"],
-            "ratio": chosen["p50_ms"] / bot["p50_ms"],
-            "ratio_at_normal": (
-                normal[key]["p50_ms"] / normal[BASELINE]["p50_ms"]
-                if normal is not None and key not in SHIPPED
-                else None
-            ),
-        }
-    return {"approval_bot_durability": bot_setting, "source": source, "rows": rows}
-
-
-def at_most_once_table(summary: dict[str, Any]) -> str:
-    head = ["per cycle, ms", "durability", "p50", "p99", "CPU", "p50 ÷ approval-bot"]
-    head.append("both at NORMAL: p50 ÷ approval-bot")
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for row in summary["rows"].values():
-        at_normal = "" if row["ratio_at_normal"] is None else f"{row['ratio_at_normal']:.2f}×"
-        cells = [row["name"], row["durability"], f"{row['p50_ms']:.2f}", f"{row['p99_ms']:.2f}"]
-        cells.append(f"{row['cpu_ms']:.2f}")
-        cells += [f"{row['ratio']:.2f}×", at_normal]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def targets(summary: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
-    """Issue 11's targets, each met or not, from this run's figures."""
-    bot = summary["rows"][BASELINE]
-    lines = []
-
-    def judge(ok: bool) -> str:
-        return "met" if ok else "NOT met"
-
-    lines.append(
-        f"cycle p50 <= 1.0 ms at the at-most-once durability: {bot['p50_ms']:.2f} ms, "
-        f"{judge(bot['p50_ms'] <= 1.0)}"
-    )
-    langgraph = summary["rows"].get("langgraph-default")
-    if langgraph is not None:
-        at_normal = langgraph["ratio_at_normal"]
-        normal_text = "" if at_normal is None else f" (both at NORMAL: {at_normal:.2f}×)"
-        lines.append(
-            f">= 5× faster than LangGraph's default durability, both durable before the tool "
-            f"(LangGraph at FULL): {langgraph['ratio']:.2f}×{normal_text}, "
-            f"{judge(langgraph['ratio'] >= 5)}"
-        )
-    stored = results[0]["rows"][BASELINE]["bytes_at_pause"]
-    if stored is not None:
-        lines.append(f"<= 2 KB stored per paused run: {stored:,} bytes, {judge(stored <= 2048)}")
-    lines.append(
-        f"p99 <= 3× p50 at the at-most-once durability: {bot['p99_ms']:.2f} ms = "
-        f"{bot['p99_ms'] / bot['p50_ms']:.1f}× p50, {judge(bot['p99_ms'] <= 3 * bot['p50_ms'])}"
-    )
-    return lines
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=2000, help="timed cycles per peer")
@@ -320,6 +221,14 @@ def main() -> None:
             "names from bench/peers/postgres.py's VARIANTS)"
         ),
     )
+    parser.add_argument(
+        "--isolated",
+        action="store_true",
+        help=(
+            "with --database: also the PostgreSQL table with each peer in a process of its "
+            "own, taking turns in blocks of cycles (bench/peers/isolated.py)"
+        ),
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
     args = parser.parse_args()
     if args.warmup < 1:
@@ -345,7 +254,7 @@ def main() -> None:
             f"load {result['load_before']} -> {result['load_after']}",
             file=sys.stderr,
         )
-    postgres = None
+    postgres = isolated = None
     if args.database:
         from bench.peers import postgres as pg
 
@@ -359,6 +268,10 @@ def main() -> None:
             f"load {postgres['load_before']} -> {postgres['load_after']}",
             file=sys.stderr,
         )
+        if args.isolated:
+            from bench.peers.isolated import run_isolated
+
+            isolated = asyncio.run(run_isolated(args.database, args.cycles, args.warmup))
     print(f"{os.cpu_count()} cores; {args.cycles} cycles per peer, interleaved")
     if results:
         print("SQLite: WAL, a file per peer beside the repository")
@@ -392,28 +305,20 @@ def main() -> None:
             print(f"- {row['name']}: {row['durability']}")
         for line in missing:
             print(f"\nNot measured: {line}")
-    if postgres is not None:
-        print(
-            f"\nPostgreSQL {postgres['server']['version']} on this machine "
-            f"(synchronous_commit = {postgres['server']['synchronous_commit']} on the server), "
-            f"one scratch database; load average {postgres['load_before']} before, "
-            f"{postgres['load_after']} after.\n"
-        )
-        print(pg.postgres_table(postgres))
-        print(
-            "\n'bot CPU': this process's CPU time per cycle (mean); 'round trips' and "
-            "'server CPU' (the PostgreSQL backends' CPU) from untimed cycles of each peer "
-            "alone, counted on the wire (bench/peers/pg_wire.py)."
-        )
-        print("\nTargets (issue 22):")
-        for line in pg.postgres_targets(postgres):
-            print(f"- {line}")
-        for line in postgres["missing"]:
-            print(f"\nNot measured: {line}")
+    for part in (postgres, isolated):
+        if part is not None:
+            print()
+            print("\n".join(pg.report(part)))
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"tables": results, "at_most_once": summary, "postgresql": postgres}, indent=2
+                {
+                    "tables": results,
+                    "at_most_once": summary,
+                    "postgresql": postgres,
+                    "postgresql_isolated": isolated,
+                },
+                indent=2,
             )
         )
 

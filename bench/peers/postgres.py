@@ -322,6 +322,27 @@ def postgres_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def report(result: dict[str, Any]) -> list[str]:
+    """The PostgreSQL part's lines: the server, the table, what its columns are, the targets."""
+    method = result.get("method", "interleaved cycle by cycle in one process")
+    lines = [
+        f"PostgreSQL {result['server']['version']} on this machine (synchronous_commit = "
+        f"{result['server']['synchronous_commit']} on the server), one scratch database; "
+        f"{method}; load average {result['load_before']} before, {result['load_after']} after.",
+        "",
+        postgres_table(result),
+        "",
+        "'bot CPU': the peer's process's CPU time per cycle (mean); 'round trips' and "
+        "'server CPU' (the PostgreSQL backends' CPU) from untimed cycles of each peer alone, "
+        "counted on the wire (bench/peers/pg_wire.py).",
+        "",
+        f"Targets (issue 22), {method}:",
+    ]
+    lines += [f"- {line}" for line in postgres_targets(result)]
+    lines += [f"\nNot measured: {line}" for line in result["missing"]]
+    return lines
+
+
 def postgres_targets(result: dict[str, Any]) -> list[str]:
     """Issue 22's targets, each met or not, from this sitting's figures."""
     rows = result["rows"]
