@@ -21,10 +21,9 @@ that started in such a gap held up the rest of the burst's answers (bench/slack_
 six sittings: burst p99 2.02x and 1.87x a bare server's, against 2.16x and 2.05x). A lone
 click's work still starts after 1 ms, so its answer in the thread is not delayed, and a
 steady stream of requests a few milliseconds apart is no burst: work goes on between them as
-before. Background work waits
-at most ``ack_wait_limit`` seconds for all that (a stream of requests less than a
-millisecond apart delays it by that much, never for ever). The task is created, and so
-tracked (shutdown waits for it), at once.
+before. Background work waits at most ``ack_wait_limit`` seconds for all that (a stream of
+requests less than a millisecond apart delays it by that much, never for ever). The task is
+created, and so tracked (shutdown waits for it), at once.
 """
 
 from __future__ import annotations
