@@ -8,7 +8,8 @@ trusted back.
 
 Bottom to top: :mod:`~handlers.blocks.kit` (escape, mention, dates, buttons, Slack's limits),
 :mod:`~handlers.blocks.values` (what buttons carry, read back), :mod:`~handlers.blocks.forms`
-(the modal shell); what an approval card is made of (:mod:`~handlers.blocks.edits`,
+(the modal shell); what an approval card is made of (:mod:`~handlers.blocks.edits` and
+:mod:`~handlers.blocks.edit_submissions`,
 :mod:`~handlers.blocks.rules`, :mod:`~handlers.blocks.quorum`); the card
 (:mod:`~handlers.blocks.cards`) and its modals (:mod:`~handlers.blocks.modals`); the other
 pauses (:mod:`~handlers.blocks.questions`, :mod:`~handlers.blocks.waits`) and every pause by
@@ -41,6 +42,7 @@ from handlers.blocks.cards import (
     render_approval_card,
 )
 from handlers.blocks.delegations import DELEGATION, child_intro
+from handlers.blocks.edit_submissions import errors_by_block, read_form
 from handlers.blocks.edits import (
     EDIT,
     EDIT_MODAL,
@@ -48,8 +50,6 @@ from handlers.blocks.edits import (
     WHOLE_BLOCK,
     current_arguments,
     editable,
-    errors_by_block,
-    read_form,
     render_edit_modal,
 )
 from handlers.blocks.grants import GRANT, GRANT_SAME, REVOKE, decorate_card, render_grants_page

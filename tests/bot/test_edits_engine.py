@@ -17,6 +17,7 @@ from bot.gate import decision_text, edit_note
 from bot.policy import AlreadyDecided, InvalidEdit, changes_text
 from bot.policy.edits import field_errors
 from handlers.blocks import edits as edit_blocks
+from handlers.blocks.edit_submissions import errors_by_block, read_form
 from storage.repository import Repository
 from tests.bot.test_engine import calls, executed, request
 from tests.conftest import BASE_CONFIG, make_config
@@ -184,7 +185,7 @@ def test_the_form_reads_back_typed_values_and_says_what_is_wrong() -> None:
     ids = [b["block_id"] for b in modal["blocks"] if b["type"] == "input"]
     assert ids == [edit_blocks.FIELD_PREFIX + n for n in SCHEMA["properties"]]
 
-    arguments, errors = edit_blocks.read_form(
+    arguments, errors = read_form(
         approval,
         SCHEMA,
         _form(service="web", replicas="7", ratio="0.5", dry_run="true", labels='{"a": 1}'),
@@ -197,20 +198,20 @@ def test_the_form_reads_back_typed_values_and_says_what_is_wrong() -> None:
         "dry_run": True,
         "labels": {"a": 1},
     }
-    _, errors = edit_blocks.read_form(
+    _, errors = read_form(
         approval, SCHEMA, _form(service="web", replicas="1.5", ratio="x", dry_run="maybe")
     )
     assert set(errors) == {"edit_arg:replicas", "edit_arg:ratio", "edit_arg:dry_run"}
     # A crafted form cannot add an argument the modal did not show.
-    arguments, _ = edit_blocks.read_form(approval, SCHEMA, {**_form(service="w"), "x:tool": {}})
+    arguments, _ = read_form(approval, SCHEMA, {**_form(service="w"), "x:tool": {}})
     assert arguments == {"service": "w"}
 
     schema_errors = field_errors(SCHEMA, {"service": "web", "replicas": 99, "env": "dev"})
-    by_block = edit_blocks.errors_by_block(approval, SCHEMA, schema_errors)
+    by_block = errors_by_block(approval, SCHEMA, schema_errors)
     assert set(by_block) == {"edit_arg:replicas", "edit_arg:env"}
     assert "99 is greater than the maximum of 50" in by_block["edit_arg:replicas"]
     # An error about the whole call shows on the first input as it is, not as ": …".
-    whole = edit_blocks.errors_by_block(approval, SCHEMA, {"": "nested too deep"})
+    whole = errors_by_block(approval, SCHEMA, {"": "nested too deep"})
     assert whole == {edit_blocks.FIELD_PREFIX + "service": "nested too deep"}
 
 
@@ -220,9 +221,12 @@ def test_a_schema_without_properties_is_edited_as_one_json_object() -> None:
     [field] = [b for b in modal["blocks"] if b["type"] == "input"]
     assert field["block_id"] == edit_blocks.WHOLE_BLOCK
     whole = {edit_blocks.WHOLE_BLOCK: {"value": {"value": '{"anything": [3]}'}}}
-    assert edit_blocks.read_form(approval, {"type": "object"}, whole) == ({"anything": [3]}, {})
+    assert read_form(approval, {"type": "object"}, whole) == (
+        {"anything": [3]},
+        {},
+    )
     bad = {edit_blocks.WHOLE_BLOCK: {"value": {"value": "[3]"}}}
-    assert "JSON object" in edit_blocks.read_form(approval, {}, bad)[1][edit_blocks.WHOLE_BLOCK]
+    assert "JSON object" in read_form(approval, {}, bad)[1][edit_blocks.WHOLE_BLOCK]
 
 
 def test_what_changed_is_said_argument_by_argument() -> None:

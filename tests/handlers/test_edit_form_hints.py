@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from handlers.blocks import edits as edit_blocks
+from handlers.blocks.edit_submissions import read_form
 from playground.demo import scale_service
 from playground.slack_server.blocks import MAX_VIEW_BLOCKS, _blocks_problems
 
@@ -54,7 +55,7 @@ def test_the_demos_scale_form_gives_the_range_and_a_menu_for_env() -> None:
             }
         },
     }
-    arguments, errors = edit_blocks.read_form(approval, scale_service.input_schema, chosen)
+    arguments, errors = read_form(approval, scale_service.input_schema, chosen)
     assert errors == {}
     assert arguments == {"service": "web", "replicas": 4, "env": "staging"}
 
