@@ -394,7 +394,7 @@ def test_a_tool_denied_outright_tells_the_model_why() -> None:
 
 
 def test_the_playgrounds_demo_scales_staging_without_asking() -> None:
-    from playground.demo import choose_tool
+    from playground.demo_model import choose_tool
 
     policy = config_from_dict(demo_config_dict()).policy_for("scale_service")
     assert policy is not None

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from playground.app import CHANNEL, running_playground
-from playground.demo import choose_tool
+from playground.demo_model import choose_tool
 from playground.slack_server import Message
 
 ANA, BO = "U0REQUESTER", "U0APPROVER1"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from playground.app import CHANNEL, running_playground
-from playground.demo import DEMO_STATE_FILE, choose_tool
+from playground.demo import DEMO_STATE_FILE
+from playground.demo_model import choose_tool
 from playground.migrations import ITEM_SECONDS_ENV
 from playground.slack_server import Message
 
