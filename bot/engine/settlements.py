@@ -35,6 +35,7 @@ from bot.policy import (
 )
 from bot.policy.decisions import STALE_COPY
 from bot.policy.quorum import already_approved, ensure_may_vote
+from storage.models import Approval
 from storage.repository import CallbackOutcome, ExpiryOutcome, GrantDraft, Repository
 
 
@@ -59,6 +60,7 @@ class Settlements:
         actor_name: str | None = None,
         shown: str | None = None,
         not_allowed_voters: Collection[str] = (),
+        read: Approval | None = None,
     ) -> Decision:
         """Approve or deny; exactly one concurrent decision wins.
 
@@ -77,8 +79,12 @@ class Settlements:
         is refused (StaleCopy) when the arguments are no longer those, checked in the
         decision's transaction. ``not_allowed_voters``: earlier quorum voters the caller
         found no longer allowed (Slack's groups, asked just now): their votes do not count.
+        ``read``: the approval as the caller read it just now (a Slack click reads it to
+        check where it came from), so it is not read again. Who may decide is judged on a
+        read either way; the decision's statement itself checks that the approval is still
+        pending, unexpired and (``shown``) unedited.
         """
-        approval = await self.repo.get_approval(approval_id)
+        approval = await self._read(approval_id, read)
         if approval is None:
             raise ApprovalNotFound(f"There is no approval {shown_id(approval_id)}.")
         if approval.kind != "approval":
@@ -116,6 +122,12 @@ class Settlements:
             return Decision(approval=outcome.approval, resume_claimed=outcome.resume_claimed)
         await self.refuse_settled(approval_id, now)  # raises why: expired, or decided already
 
+    async def _read(self, approval_id: str, read: Approval | None) -> Approval | None:
+        """The approval as the caller just read it, else as stored now."""
+        if read is not None and read.id == approval_id:
+            return read
+        return await self.repo.get_approval(approval_id)
+
     @metrics.counts_expiries
     async def expire_due(self) -> list[ExpiryOutcome]:
         """Expire every approval past its deadline (the sweeper); callers resume claimed runs."""
@@ -138,14 +150,16 @@ class Settlements:
         actor: str,
         answer: str,
         actor_groups: Collection[str] = (),
+        read: Approval | None = None,
     ) -> Decision:
         """Answer a question asked with ``ask_user``; exactly one concurrent answer wins.
 
         The same refusals as :meth:`decide`: ApprovalNotFound, NotAllowed (not one of the
         answerers), AlreadyDecided ("Already answered by @x"), ApprovalExpired. With
         choices, the answer must be one of them. ``resume_claimed``: call ``resume``.
+        ``read``: as for :meth:`decide` (a question's choices and answerers never change).
         """
-        approval = await self.repo.get_approval(approval_id)
+        approval = await self._read(approval_id, read)
         if approval is None or approval.kind != "question":
             raise ApprovalNotFound(f"There is no question {shown_id(approval_id)}.")
         ensure_may_answer(approval, actor, actor_groups)

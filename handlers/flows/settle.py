@@ -86,6 +86,7 @@ async def decide_from_slack(
             actor_name=name,
             shown=shown,
             not_allowed_voters=removed,
+            read=approval,  # read just now (approval_clicked_here): not read again
         )
 
     verb = "Approved" if approve else "Denied"
@@ -139,7 +140,7 @@ async def answer_from_slack(
                 raise NotAChoice("That is not one of this question's choices.", approval)
             text = choices[choice]
         return await services.runner.answer(
-            approval.id, actor=actor, actor_groups=groups, answer=text or ""
+            approval.id, actor=actor, actor_groups=groups, answer=text or "", read=approval
         )
 
     await settle_from_slack(
