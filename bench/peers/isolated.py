@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import sys
 import time
 from contextlib import AsyncExitStack
 from typing import Any
 
-from bench.figures import percentile
 from bench.peers.common import load
-from bench.peers.postgres import BASELINE, _count, _make, _server, factories
+from bench.peers.postgres import BASELINE, _count, _make, _server, factories, timed_row
 
 BLOCK = 20  # cycles a worker runs in one turn
 
@@ -71,18 +69,7 @@ async def run_isolated(url: str, cycles: int, warmup: int, block: int = BLOCK) -
         load_after = load()
         names = {key: (await worker.ask({"name": True}))["name"] for key, worker in workers.items()}
         counts = await _count(where, made, warmup + cycles + 1_000_000, 50)
-    rows = {
-        key: {
-            "name": names[key],
-            "p50_ms": statistics.median(seconds[key]) * 1000,
-            "p99_ms": percentile(seconds[key], 99) * 1000,
-            "mean_ms": statistics.fmean(seconds[key]) * 1000,
-            "cpu_ms": statistics.fmean(cpu[key]) * 1000,
-            "cpu_p50_ms": statistics.median(cpu[key]) * 1000,
-            **counts[key],
-        }
-        for key in workers
-    }
+    rows = {key: timed_row(names[key], seconds[key], cpu[key], counts[key]) for key in workers}
     return {
         "database": "postgresql",
         "method": f"each peer in its own process, taking turns {block} cycles at a time",

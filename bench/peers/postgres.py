@@ -238,15 +238,7 @@ async def run_postgres(
         load_after = load()
         counts = await _count(where, made, warmup + cycles, count)
     for key, peer in peers.items():
-        rows[key] = {
-            "name": peer.name,
-            "p50_ms": statistics.median(seconds[key]) * 1000,
-            "p99_ms": percentile(seconds[key], 99) * 1000,
-            "mean_ms": statistics.fmean(seconds[key]) * 1000,
-            "cpu_ms": statistics.fmean(cpu[key]) * 1000,
-            "cpu_p50_ms": statistics.median(cpu[key]) * 1000,
-            **counts[key],
-        }
+        rows[key] = timed_row(peer.name, seconds[key], cpu[key], counts[key])
     return {
         "database": "postgresql",
         "server": server,
@@ -256,6 +248,21 @@ async def run_postgres(
         "seconds": round(wall, 1),
         "rows": rows,
         "missing": missing,
+    }
+
+
+def timed_row(
+    name: str, seconds: list[float], cpu: list[float], counts: dict[str, Any]
+) -> dict[str, Any]:
+    """A peer's row of the table: its timed cycles' wall and CPU figures, and its counts."""
+    return {
+        "name": name,
+        "p50_ms": statistics.median(seconds) * 1000,
+        "p99_ms": percentile(seconds, 99) * 1000,
+        "mean_ms": statistics.fmean(seconds) * 1000,
+        "cpu_ms": statistics.fmean(cpu) * 1000,
+        "cpu_p50_ms": statistics.median(cpu) * 1000,
+        **counts,
     }
 
 
