@@ -72,12 +72,7 @@ class DemoModel(llm.AsyncModel):
                     await asyncio.sleep(STREAM_PAUSE)
                     yield word
                 return
-            if isinstance(follow_up, str):
-                yield follow_up
-                return
-            name, arguments = follow_up
-            response.add_tool_call(llm.ToolCall(name=name, arguments=arguments))
-            yield f"Calling `{name}`."
+            yield _reply(response, follow_up)
             return
         can_delegate = any(getattr(t, "name", None) == "delegate" for t in prompt.tools or [])
         tasks = research_tasks(text) if can_delegate else []
@@ -89,15 +84,16 @@ class DemoModel(llm.AsyncModel):
             yield f"Asking the researcher about {len(tasks)} service(s)."
             return
         call = choose_tool(text, earlier, can_ask=can_ask)
-        if call is None:
-            yield HELP
-            return
-        if isinstance(call, str):
-            yield call
-            return
-        name, arguments = call
-        response.add_tool_call(llm.ToolCall(name=name, arguments=arguments))
-        yield f"Calling `{name}`."
+        yield HELP if call is None else _reply(response, call)
+
+
+def _reply(response: Any, call: tuple[str, dict[str, Any]] | str) -> str:
+    """The demo's words for what it chose: text as it is; a tool call added and named."""
+    if isinstance(call, str):
+        return call
+    name, arguments = call
+    response.add_tool_call(llm.ToolCall(name=name, arguments=arguments))
+    return f"Calling `{name}`."
 
 
 def _text_of(message: Any) -> str:
