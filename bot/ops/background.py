@@ -15,15 +15,18 @@ and no task starts while any answer is being prepared, nor until ``quiet`` (1 ms
 passed since the last one was written: a click is usually answered in one step of the event
 loop, so "none being answered" is true between any two clicks of a burst, while a millisecond
 without an answer after a lone one means no burst is under way. Once two answers come less
-than ``quiet`` apart (a burst), it takes ``burst_quiet`` (5 ms) without one to call the burst
-over: on a busy machine its sender is paused for a few milliseconds now and then, and work
-that started in such a gap held up the rest of the burst's answers (bench/slack_latency.py,
-six sittings: burst p99 2.02x and 1.87x a bare server's, against 2.16x and 2.05x). A lone
-click's work still starts after 1 ms, so its answer in the thread is not delayed, and a
-steady stream of requests a few milliseconds apart is no burst: work goes on between them as
-before. Background work waits at most ``ack_wait_limit`` seconds for all that (a stream of
-requests less than a millisecond apart delays it by that much, never for ever). The task is
-created, and so tracked (shutdown waits for it), at once.
+than ``quiet`` apart (a burst), work waits for ``burst_quiet`` (5 ms) without one: on a busy
+machine a burst's sender is paused for a few milliseconds now and then, and work that started
+in such a gap held up the rest of the burst's answers (bench/slack_latency.py, nine sittings:
+burst p99 closer to a bare server's in 15 of 18 shape-sittings). An answer written ``quiet``
+or more after the one before it ends the burst again. A task waits for a burst's quiet only
+during the first ``burst_wait_limit`` (20 ms) of its wait, then for ``quiet`` again: requests
+arriving in close pairs a few milliseconds apart, as a busy workspace's can, would otherwise
+renew the burst for ever. A click whose answer is not within 1 ms of another's starts its work
+after 1 ms, and a steady stream of requests a few milliseconds apart is no burst. Background
+work waits at most ``ack_wait_limit`` seconds for all that (a stream of requests less than a
+millisecond apart delays it by that much, never for ever). The task is created, and so
+tracked (shutdown waits for it), at once.
 """
 
 from __future__ import annotations
@@ -41,8 +44,11 @@ log = logging.getLogger(__name__)
 ACK_WAIT_LIMIT = 0.5
 # ... and until no answer has been written for this long (the burst is over).
 QUIET = 0.001
-# ... or for this long after two answers written less than QUIET apart (a burst).
+# ... or for this long after two answers written less than QUIET apart (a burst),
 BURST_QUIET = 0.005
+# ... but for a burst's quiet only this long: then QUIET again. Requests in close pairs a few
+# ms apart (a busy workspace) would otherwise hold work to ACK_WAIT_LIMIT.
+BURST_WAIT_LIMIT = 0.02
 # A durable commit fsyncs on the loop only when no answer was written for this long: the
 # resumes that start right after a burst (QUIET) still fsync on the writer thread, in case
 # the burst goes on (quiet_now).
@@ -62,6 +68,7 @@ class BackgroundTasks:
         ack_wait_limit: float = ACK_WAIT_LIMIT,
         quiet: float = QUIET,
         burst_quiet: float = BURST_QUIET,
+        burst_wait_limit: float = BURST_WAIT_LIMIT,
         fsync_quiet: float = FSYNC_QUIET,
     ) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -73,6 +80,7 @@ class BackgroundTasks:
         self.ack_wait_limit = ack_wait_limit
         self.quiet = quiet
         self.burst_quiet = burst_quiet
+        self.burst_wait_limit = burst_wait_limit
         self.fsync_quiet = fsync_quiet
 
     @contextlib.contextmanager
@@ -149,19 +157,26 @@ class BackgroundTasks:
 
     async def _answers_written(self) -> None:
         """Until no request is being answered and none was for ``quiet`` seconds
-        (``burst_quiet`` after a burst), or ``ack_wait_limit`` has passed."""
+        (``burst_quiet`` after a burst, for the first ``burst_wait_limit`` seconds of the
+        wait), or ``ack_wait_limit`` has passed."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.ack_wait_limit
+        started = loop.time()
+        deadline = started + self.ack_wait_limit
+        bursts_end = started + self.burst_wait_limit
         while (now := loop.time()) < deadline:
             if self._answers:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(deadline - now):
                         await self._no_answers.wait()
                 continue
+            needed = self._quiet_needed if now < bursts_end else self.quiet
             quiet_for = now - self._last_answered
-            if quiet_for >= self._quiet_needed:
+            if quiet_for >= needed:
                 return
-            await asyncio.sleep(min(self._quiet_needed - quiet_for, deadline - now))
+            wake = min(needed - quiet_for, deadline - now)
+            if needed > self.quiet:
+                wake = min(wake, bursts_end - now)  # then only ``quiet`` is needed
+            await asyncio.sleep(wake)
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

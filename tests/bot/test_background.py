@@ -86,7 +86,9 @@ async def test_a_lone_answers_work_does_not_wait_for_the_burst_quiet() -> None:
 async def test_after_answers_close_together_work_waits_for_the_burst_quiet() -> None:
     """Two answers less than ``quiet`` apart are a burst: a gap of ``quiet`` (the
     sender paused) does not end it, so work spawned by it has not started."""
-    background = BackgroundTasks(ack_wait_limit=60.0, quiet=0.001, burst_quiet=60.0)
+    background = BackgroundTasks(
+        ack_wait_limit=60.0, quiet=0.001, burst_quiet=60.0, burst_wait_limit=60.0
+    )
     started = asyncio.Event()
 
     async def work() -> None:
@@ -193,3 +195,35 @@ async def test_work_spawned_by_work_that_waited_already_starts_at_once() -> None
     await other[0]
     await background.idle()
     assert resumed.is_set()
+
+
+async def test_requests_in_close_pairs_hold_work_only_for_the_burst_wait_limit() -> None:
+    """Requests in pairs (two answers microseconds apart) every few milliseconds: each pair is
+    a burst, and a wait for a burst's quiet would be renewed for ever. After
+    ``burst_wait_limit`` the work needs only ``quiet`` (here the gaps between pairs), so it
+    starts while the pairs go on, not at ``ack_wait_limit`` once they stop (found by the review:
+    paired traffic held every resume to the limit)."""
+    background = BackgroundTasks(
+        ack_wait_limit=60.0, quiet=0.001, burst_quiet=0.005, burst_wait_limit=0.02
+    )
+    started = asyncio.Event()
+
+    async def work() -> None:
+        started.set()
+
+    with background.acknowledging():
+        background.spawn(work(), name="spawned by the first of a pair")
+    with background.acknowledging():
+        pass
+    for _ in range(100):  # about 0.3 s of pairs, 3 ms apart
+        await asyncio.sleep(0.003)
+        with background.acknowledging():
+            pass
+        await asyncio.sleep(0)
+        with background.acknowledging():
+            pass
+        if started.is_set():
+            break
+    assert started.is_set(), "the work waited until the pairs stopped"
+    await background.idle()
+
