@@ -231,6 +231,10 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
     args = parser.parse_args()
+    if args.isolated and not args.database:
+        parser.error("--isolated needs --database (it measures the PostgreSQL table)")
+    if args.isolated and args.variants:
+        parser.error("--isolated measures the peers as shipped: leave out --variants")
     if args.warmup < 1:
         parser.error("--warmup must be at least 1 (its last cycle counts the commits)")
     settings = [s.strip().upper() for s in args.synchronous.split(",") if s.strip()]
@@ -272,7 +276,7 @@ def main() -> None:
             from bench.peers.isolated import run_isolated
 
             isolated = asyncio.run(run_isolated(args.database, args.cycles, args.warmup))
-    print(f"{os.cpu_count()} cores; {args.cycles} cycles per peer, interleaved")
+    print(f"{os.cpu_count()} cores; {args.cycles} cycles per peer")
     if results:
         print("SQLite: WAL, a file per peer beside the repository")
     for result in results:

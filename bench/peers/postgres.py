@@ -5,7 +5,8 @@ parts (``--synchronous none`` skips those). The URL names a server and a databas
 to; the benchmark creates a scratch database of its own there (``bench_<ulid>``) and drops it
 afterwards, so it never leaves tables behind.
 
-Three peers, interleaved one cycle each per round in one sitting, on one scratch database:
+Three peers, interleaved one cycle each per round in one sitting, each approval-bot row on a
+scratch database of its own and LangGraph's two on one:
 
 - approval-bot (``bench/engine_cycle.py``'s ``cycle``), its repository opened on the URL as a
   deployment opens it (``Repository.open``: asyncpg, its own settings);
@@ -334,7 +335,8 @@ def report(result: dict[str, Any]) -> list[str]:
     method = result.get("method", "interleaved cycle by cycle in one process")
     lines = [
         f"PostgreSQL {result['server']['version']} on this machine (synchronous_commit = "
-        f"{result['server']['synchronous_commit']} on the server), one scratch database; "
+        f"{result['server']['synchronous_commit']} on the server), a scratch database for each "
+        "approval-bot row and one for LangGraph's; "
         f"{method}; load average {result['load_before']} before, {result['load_after']} after.",
         "",
         postgres_table(result),
