@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -231,6 +232,9 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
     args = parser.parse_args()
+    # SIGTERM (a timeout, a CI job cancelled) stops the run as Ctrl-C does, so the scratch
+    # databases are dropped on the way out instead of left behind.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if args.isolated and not args.database:
         parser.error("--isolated needs --database (it measures the PostgreSQL table)")
     if args.isolated and args.variants:
