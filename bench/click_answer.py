@@ -41,7 +41,7 @@ os.environ.setdefault("LLM_USER_PATH", tempfile.mkdtemp(prefix="approval-bot-ben
 
 from bench.click_bursts import APPROVERS, Watch, burst_sender, seed_cards, signed_click
 from bench.figures import summary
-from bench.slack_latency import postgres_database
+from bench.slack_latency import postgres_database, run_stopped_by_sigterm
 from playground.slack_server import SlackServer
 from tests.support.serve_process import served_bot
 
@@ -203,4 +203,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_stopped_by_sigterm(main)

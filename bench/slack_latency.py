@@ -24,10 +24,11 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -202,5 +203,19 @@ async def postgres_database(url: str) -> AsyncIterator[str]:
         await admin.close()
 
 
+def run_stopped_by_sigterm(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """``asyncio.run(main())``, SIGTERM cancelling it as Ctrl-C does: its scratch databases
+    (``postgres_database``) and bots are cleaned up on the way out, not left behind."""
+
+    async def cancellable() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        await main()
+
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(cancellable())
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_stopped_by_sigterm(main)
