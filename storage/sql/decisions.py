@@ -18,9 +18,10 @@ Why each part is as it is:
   each see what the holder committed) waits for it instead. Its ``status`` is the run's
   latest, locked row.
 - ``decided``: ``DECIDE`` for one approver (a Deny of a quorum approval records a vote too:
-  the full transaction), with the stale-copy check of the clicked card as a condition, and
-  for ``Runner.decide``, which reads nothing before it, who may decide (bot.policy's rule on
-  the row itself, checked under the run's lock).
+  the full transaction), with the stale-copy check of the clicked card (an Approve's) as a
+  condition. Who may decide is not checked here: ``bot.policy`` says so on a read of the row
+  before this runs (``Runner.decide``), and an edit that changes the approvers changes what
+  an Approve's copy showed.
 - ``claimed``: ``CLAIM_RESUME`` on the decided row's run. The statement's snapshot still shows
   the decided approval pending, hence ``id <> :id``. That snapshot was taken before the lock:
   a sibling decision that committed in between is not seen, so the caller claims again in a
