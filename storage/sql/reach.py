@@ -70,10 +70,14 @@ CLAIM_ESCALATION = (
     f"AND escalate_at IS NOT NULL AND escalate_at <= :now AND {_PENDING_APPROVAL} "
     "RETURNING escalate_to"
 )
-# A batch's escalation (its first row's reach) adds the approvers to every call still waiting.
+# A batch's escalation (its first row's reach) adds the approvers to every call still waiting,
+# each to its own approvers (an edit may have given one row stricter ones than the others).
+BATCH_PENDING_APPROVERS = (
+    "SELECT id, approvers FROM approvals "
+    "WHERE (id = :id OR batch_id = :id) AND status = 'pending' ORDER BY id"
+)
 ESCALATE_APPROVERS = (
-    "UPDATE approvals SET approvers = :approvers "
-    "WHERE (id = :id OR batch_id = :id) AND status = 'pending' RETURNING id"
+    "UPDATE approvals SET approvers = :approvers WHERE id = :id AND status = 'pending'"
 )
 ADD_APPROVER = (
     "INSERT INTO approval_approvers (approver, approval_id) VALUES (:approver, :approval_id) "

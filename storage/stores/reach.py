@@ -22,6 +22,7 @@ from storage.sql.approvals import APPROVAL_BY_ID
 from storage.sql.reach import (
     ADD_APPROVER,
     ADD_MESSAGE,
+    BATCH_PENDING_APPROVERS,
     CLAIM_DMS,
     CLAIM_ESCALATION,
     CLAIM_REMINDERS,
@@ -237,16 +238,18 @@ class ReachStore:
                 return None
             approval = APPROVALS.load(tx, approval_row)
             added = [a for a in escalate_to if a not in approval.approvers]
-            if approval.approvers and added:
-                approvers = [*approval.approvers, *added]
-                escalated = tx.all(
-                    ESCALATE_APPROVERS, {"id": approval_id, "approvers": json_text(approvers)}
-                )
-                tx.executemany(
-                    ADD_APPROVER,
-                    [{"approver": a, "approval_id": row[0]} for row in escalated for a in added],
-                )
-                approval.approvers = approvers
+            for row_id, row_approvers in tx.all(BATCH_PENDING_APPROVERS, {"id": approval_id}):
+                # Each call of a batch keeps its own approvers (an edit may have made them
+                # stricter than the lead's), with the escalation's added to them.
+                own = _ids(row_approvers)
+                new = [a for a in escalate_to if a not in own]
+                if not own or not new:
+                    continue  # anyone may decide it (names would narrow that), or no one new
+                approvers = [*own, *new]
+                tx.execute(ESCALATE_APPROVERS, {"id": row_id, "approvers": json_text(approvers)})
+                tx.executemany(ADD_APPROVER, [{"approver": a, "approval_id": row_id} for a in new])
+                if row_id == approval_id:
+                    approval.approvers = approvers
             audit(
                 tx,
                 now,

@@ -226,4 +226,3 @@ async def test_requests_in_close_pairs_hold_work_only_for_the_burst_wait_limit()
             break
     assert started.is_set(), "the work waited until the pairs stopped"
     await background.idle()
-
