@@ -7,6 +7,7 @@ tenant is migrated twice. The whole playground: the real bot, our Slack server, 
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from pathlib import Path
 
@@ -72,13 +73,18 @@ async def test_stopping_the_playground_half_way_carries_the_migration_on(
 
     async with running_playground(data_dir=tmp_path) as pg:
         thread = asked.message.ts  # type: ignore[union-attr]
+        # The answer streams in word by word: wait for the whole sentence, not its first words.
         answer = await until(
             lambda: next(
-                (m for m in pg.server.thread(CHANNEL, thread) if "migrated 200 tenants" in m.text),
+                (
+                    m
+                    for m in pg.server.thread(CHANNEL, thread)
+                    if re.search(r"migrated 200 tenants \(resumed at tenant \d+\)", m.text)
+                ),
                 None,
             ),
             "the migration to finish after the restart",
         )
-        assert f"resumed at tenant {stopped_at + 1}" in answer.text, answer.text
+        assert f"resumed at tenant {stopped_at + 1})" in answer.text, answer.text
     done = migrated(tmp_path)
     assert len(done) == 200 and set(done.values()) == {1}, "a tenant was migrated twice"
