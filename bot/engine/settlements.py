@@ -80,11 +80,13 @@ class Settlements:
         decision's transaction. ``not_allowed_voters``: earlier quorum voters the caller
         found no longer allowed (Slack's groups, asked just now): their votes do not count.
         ``read``: the approval as the caller read it just now (a Slack click reads it to
-        check where it came from), so it is not read again. Who may decide is judged on a
-        read either way; the decision's statement itself checks that the approval is still
-        pending, unexpired and (``shown``) unedited.
+        check where it came from), so it is not read again, for an Approve that names the copy
+        it was shown: an edit since the read that changed who may decide also changed that
+        copy, which the decision's statement checks (with status and expiry). A Deny, or an
+        Approve without ``shown``, is judged on a read of its own.
         """
-        approval = await self._read(approval_id, read)
+        reusable = read if approve and shown is not None else None
+        approval = await self._read(approval_id, reusable)
         if approval is None:
             raise ApprovalNotFound(f"There is no approval {shown_id(approval_id)}.")
         if approval.kind != "approval":
@@ -157,7 +159,8 @@ class Settlements:
         The same refusals as :meth:`decide`: ApprovalNotFound, NotAllowed (not one of the
         answerers), AlreadyDecided ("Already answered by @x"), ApprovalExpired. With
         choices, the answer must be one of them. ``resume_claimed``: call ``resume``.
-        ``read``: as for :meth:`decide` (a question's choices and answerers never change).
+        ``read``: as for :meth:`decide`; always used here, since a question's choices never
+        change and its answerers only grow (an escalation).
         """
         approval = await self._read(approval_id, read)
         if approval is None or approval.kind != "question":

@@ -17,8 +17,9 @@ loop, so "none being answered" is true between any two clicks of a burst, while 
 without an answer after a lone one means no burst is under way. Once two answers come less
 than ``quiet`` apart (a burst), work waits for ``burst_quiet`` (5 ms) without one: on a busy
 machine a burst's sender is paused for a few milliseconds now and then, and work that started
-in such a gap held up the rest of the burst's answers (bench/slack_latency.py, nine sittings:
-burst p99 closer to a bare server's in 15 of 18 shape-sittings). An answer written ``quiet``
+in such a gap held up the rest of the burst's answers (bench/slack_latency.py: burst p99
+closer to a bare server's in 15 of 18 shape-sittings without the limit below, in 3 of 6 with
+it; docs/benchmarks.md). An answer written ``quiet``
 or more after the one before it ends the burst again. A task waits for a burst's quiet only
 during the first ``burst_wait_limit`` (20 ms) of its wait, then for ``quiet`` again: requests
 arriving in close pairs a few milliseconds apart, as a busy workspace's can, would otherwise

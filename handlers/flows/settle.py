@@ -86,10 +86,7 @@ async def decide_from_slack(
             actor_name=name,
             shown=shown,
             not_allowed_voters=removed,
-            # The click's read (approval_clicked_here) serves an Approve: an edit since that
-            # changed the approvers also changed what its copy showed, which the decision
-            # checks. A Deny carries no copy to check, so it is judged on a read of its own.
-            read=approval if approve else None,
+            read=approval,  # approval_clicked_here's: Runner.decide says when it serves
         )
 
     verb = "Approved" if approve else "Denied"
