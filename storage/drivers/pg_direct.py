@@ -26,6 +26,16 @@ A transaction of one statement (``Mode.WRITE_ONE``, ``Mode.READ_ONE``) is sent a
 autocommit: no BEGIN and no COMMIT, one round trip in all. The hot transactions PostgreSQL can
 do in one statement (data-modifying CTEs) are written so (:mod:`storage.stores`).
 
+Under a time limit (:func:`storage.limits.time_limit`) a transaction's BEGIN sets the server's
+``lock_timeout`` and ``statement_timeout`` (:mod:`storage.drivers.postgres`), but a
+one-statement read (a click's read of its approval) is still its statement alone, one round
+trip rather than three, bounded by asyncpg's own ``timeout=`` (:func:`run_direct`'s
+``deadline``). On that timeout asyncpg sends the server a CancelRequest, so the statement stops
+there too, and makes the connection's next operation wait until the server has acknowledged
+it (closing the connection if that wait times out). So the connection is pooled again: closing
+it at once would cancel the CancelRequest in flight and leave the statement running on the
+server (a backend waiting behind a lock, one per click, through an outage).
+
 Connections come from a small pool of our own (:mod:`storage.drivers.pg_pool`), whose
 connections carry the commit's durability as their session setting, so no transaction spends
 a statement on it and a one-statement one needs no SET LOCAL. Errors reach callers as
@@ -33,15 +43,14 @@ SQLAlchemy's ``DBAPIError`` (with ``orig``, the asyncpg exception, and its ``sql
 they did through the engine, so :data:`storage.limits.DATABASE_FAILURES` and the outage
 handling see the same types.
 
-The engine stays for what is not hot: migrations, transactions under a time limit (their
-server-side timeouts and client-side cancellation: :mod:`storage.drivers.postgres`), the
-blocking path and ad-hoc SQL.
+The engine stays for what is not hot: migrations, the blocking path and ad-hoc SQL.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -128,7 +137,7 @@ class DirectTx:
 
     dialect = "postgresql"
     converters: Mapping[str, Callable[[Any], Any]] = {}
-    __slots__ = ("_connection", "_one", "_pending", "_prepare", "_sent")
+    __slots__ = ("_connection", "_deadline", "_one", "_pending", "_prepare", "_sent")
 
     def __init__(
         self,
@@ -136,9 +145,13 @@ class DirectTx:
         prepare: Callable[[str, Mapping[str, Any] | None], tuple[str, tuple[Any, ...]]],
         *,
         one: bool = False,
+        deadline: float | None = None,
     ) -> None:
         self._connection = connection
         self._prepare = prepare
+        # The monotonic time each statement must answer by (asyncpg's own timeout, which
+        # cancels the statement on the server); None: no client-side timeout.
+        self._deadline = deadline
         # Tx.defer's writes not sent yet: (statement, rows), in the order they were made.
         self._pending: list[tuple[str, Sequence[Mapping[str, Any]]]] = []
         # In autocommit (``one``) each statement commits alone: a second one would not be
@@ -204,10 +217,16 @@ class DirectTx:
             combined = f"WITH {', '.join(ctes)} {sql}"
         return self._prepare(combined, merged)
 
+    def _timeout(self) -> float | None:
+        """asyncpg's ``timeout=`` for the next statement: the time left to the deadline (at
+        or past it asyncpg raises TimeoutError without sending anything)."""
+        return None if self._deadline is None else self._deadline - time.monotonic()
+
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
         query, args = self._carrying(sql, params)
         self._sending(query)
-        return _rowcount(self._await(self._connection.execute(query, *args), query, args))
+        sent = self._connection.execute(query, *args, timeout=self._timeout())
+        return _rowcount(self._await(sent, query, args))
 
     def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
@@ -217,7 +236,8 @@ class DirectTx:
         query = prepared[0][0]
         batch = [args for _, args in prepared]
         self._sending(query)
-        self._await(self._connection.executemany(query, batch), query, batch)
+        sent = self._connection.executemany(query, batch, timeout=self._timeout())
+        self._await(sent, query, batch)
 
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Any] | None:
         rows = self.all(sql, params)
@@ -226,14 +246,18 @@ class DirectTx:
     def all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
         query, args = self._carrying(sql, params)
         self._sending(query)
-        records = self._await(self._connection.fetch(query, *args), query, args)
+        sent = self._connection.fetch(query, *args, timeout=self._timeout())
+        records = self._await(sent, query, args)
         return [tuple(record) for record in records]
 
-    @staticmethod
-    def _await(awaitable: Awaitable[Any], query: str, args: Any) -> Any:
+    def _await(self, awaitable: Awaitable[Any], query: str, args: Any) -> Any:
         try:
             return await_only(awaitable)
         except DRIVER_ERRORS as exc:
+            if isinstance(exc, TimeoutError) and self._deadline is not None:
+                # The statement's own timeout (TimeoutError is an OSError, one of the driver's
+                # errors): as it is, for the caller's DatabaseBusy; the connection is not lost.
+                raise
             raise database_error(exc, query, args) from exc
 
 
@@ -260,18 +284,28 @@ async def run_direct(
     begin: str | None,
     durable: bool = False,
     before_commit: Callable[[], None] | None = None,
+    deadline: float | None = None,
 ) -> T:
     """``body`` in one transaction opened with ``begin`` (a simple query: ``BEGIN`` and what
     the transaction sets for itself), or in autocommit when ``begin`` is None (one statement:
     no BEGIN/COMMIT round trips; a second is refused), on a ``durable`` connection or a
-    relaxed one. ``before_commit`` is called just before COMMIT is sent."""
+    relaxed one. ``before_commit`` is called just before COMMIT is sent. ``deadline`` (a
+    monotonic time; in autocommit): a statement not answered by then raises TimeoutError,
+    asyncpg having asked the server to cancel it."""
     connection = await pool.acquire(durable)
     sound = False
     try:
-        tx = DirectTx(connection, prepare, one=begin is None)
+        tx = DirectTx(connection, prepare, one=begin is None, deadline=deadline)
         if begin is None:
             try:
                 result = await run_body(_whole, body, tx)
+            except TimeoutError:
+                # Past the deadline: asyncpg has sent a CancelRequest, and the connection's
+                # next operation waits for the server to acknowledge it (closing the
+                # connection if that wait times out), so it is pooled again. Closing it now
+                # would cancel that request and leave the statement running on the server.
+                sound = not connection.is_closed()
+                raise
             except DBAPIError as exc:
                 # A statement the server refused (a value too long, a constraint) leaves an
                 # autocommit connection as it was: pooled again, not closed (a flood of bad
