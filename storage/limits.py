@@ -6,7 +6,9 @@ nothing. :mod:`storage.drivers` applies the deadline per database: on SQLite a t
 for the write lock only until then (a busy timeout for that one transaction) and never starts
 once abandoned; on PostgreSQL ``lock_timeout`` and ``statement_timeout`` end it, and the client
 gives up on a server that does not answer, but never while COMMIT is in flight: it waits for
-the COMMIT's outcome, which may come slightly after the limit, so the answer stays true.
+the COMMIT's outcome, which may come slightly after the limit, so the answer stays true. A
+one-statement read, with nothing to commit, is bounded by the driver's own timeout instead,
+which cancels it on the server (:mod:`storage.drivers.pg_direct`).
 """
 
 from __future__ import annotations

@@ -11,11 +11,16 @@ autocommit (no BEGIN/COMMIT) and sends what a transaction sets for itself with i
 Commits: ordinary ones asynchronous, the ``executing`` one durable
 (:mod:`storage.drivers.pg_commits`). Inside :func:`storage.limits.time_limit`
 (acknowledgement paths) a transaction sets ``lock_timeout``/``statement_timeout`` to the
-deadline; past it, :class:`~storage.limits.DatabaseBusy`. ``POSTGRES_DIRECT = False`` runs
-every transaction through the engine, as before issue 22 (kept to measure the two side by
-side). Behind a transaction-mode pooler (``database_statement_cache = false``): no prepared
-statements kept (``NO_STATEMENT_CACHE``) and no session settings; each write sends its
-commit level with its BEGIN (``transaction_begins``), WRITE_ONE included.
+deadline with its BEGIN; past it, :class:`~storage.limits.DatabaseBusy`. On the direct path a
+one-statement read (``Mode.READ_ONE``, not durable) skips them: one round trip instead of
+three (BEGIN with the timeouts, the read, COMMIT), bounded by asyncpg's own timeout, whose
+CancelRequest stops the read on the server as well (:meth:`PostgresDatabase._read_one_until`).
+A write keeps the server's timeouts: cut off by the client alone, it could have committed.
+``POSTGRES_DIRECT = False`` runs every transaction through the engine, as before issue 22
+(kept to measure the two side by side). Behind a transaction-mode pooler
+(``database_statement_cache = false``): no prepared statements kept (``NO_STATEMENT_CACHE``)
+and no session settings; each write sends its commit level with its BEGIN
+(``transaction_begins``), WRITE_ONE included.
 """
 
 from __future__ import annotations
@@ -185,7 +190,7 @@ class PostgresDatabase:
     ) -> T:
         deadline = current_deadline()
         if self._direct is not None and deadline is not None:
-            return await self._run_direct_until(body, deadline, durable)
+            return await self._run_direct_until(body, mode, deadline, durable)
         if self._direct is not None and deadline is None:
             if self._begins is not None:
                 # No session of our own: every write sets its commit level with its BEGIN,
@@ -208,13 +213,18 @@ class PostgresDatabase:
         async with self._engine.begin() as conn:
             return await conn.run_sync(_run_postgres, body)
 
-    async def _run_direct_until(self, body: Callable[[Tx], T], deadline: float, durable: bool) -> T:
+    async def _run_direct_until(
+        self, body: Callable[[Tx], T], mode: Mode, deadline: float, durable: bool
+    ) -> T:
         """:meth:`_run_until` on the direct path: the time limits (whole milliseconds, so
-        literals are safe) and the commit level go out with BEGIN, in one round trip."""
+        literals are safe) and the commit level go out with BEGIN, in one round trip. A
+        one-statement read is its statement alone (:meth:`_read_one_until`)."""
         assert self._direct is not None
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DatabaseBusy("the time limit passed before the transaction could start")
+        if mode is Mode.READ_ONE and not durable:
+            return await self._read_one_until(body, deadline, remaining)
         limit_ms = max(int(remaining * 1000), 1)
         opening = "BEGIN" if self._begins is None else self._begins[durable]
         begin = (
@@ -232,6 +242,20 @@ class PostgresDatabase:
                     # COMMIT, once sent, is waited for (see _run_until)
                     before_commit=lambda: client_timeout.reschedule(None),
                 )
+
+    async def _read_one_until(
+        self, body: Callable[[Tx], T], deadline: float, remaining: float
+    ) -> T:
+        """A one-statement read by the deadline in one round trip: sent alone, in autocommit,
+        bounded by asyncpg's own timeout rather than the server's (no BEGIN to set them, no
+        COMMIT). Past the deadline asyncpg sends the server a CancelRequest, so the statement
+        stops there too (a read waiting behind a lock does not stay, one per click, through
+        an outage). Nothing to commit, so a client-side cut-off is true: DatabaseBusy. The
+        client's outer timeout still bounds taking (or opening) a connection."""
+        assert self._direct is not None
+        with _busy_past_deadline():
+            async with asyncio.timeout(remaining + PG_UNRESPONSIVE_GRACE):
+                return await run_direct(self._direct, body, prepared, begin=None, deadline=deadline)
 
     async def _run_until(self, body: Callable[[Tx], T], deadline: float) -> T:
         """In a transaction whose lock waits and statements the server ends at the deadline.
@@ -314,9 +338,8 @@ def _run_postgres(connection: Connection, body: Callable[[Tx], T]) -> T:
     return body(_PostgresTx(connection))
 
 
-# Transactions on asyncpg directly (storage.drivers.pg_direct), except those under a time
-# limit; False: every transaction through SQLAlchemy's engine, as before (bench/peers
-# measures the two side by side).
+# Transactions on asyncpg directly (storage.drivers.pg_direct); False: every transaction
+# through SQLAlchemy's engine, as before (bench/peers measures the two side by side).
 POSTGRES_DIRECT = True
 
 

@@ -1,7 +1,7 @@
 """A click that settles a pause reads its approval once before the settlement: the read that
 checks where the click came from (``approval_clicked_here``) is the one the policy check uses
 (``Runner.decide``'s and ``Runner.answer``'s ``read``), so on PostgreSQL a click costs one
-time-limited read (three round trips) less. Counted on the wire (tests.support.statements)."""
+time-limited read (one round trip) less. Counted on the wire (tests.support.statements)."""
 
 from __future__ import annotations
 

@@ -95,6 +95,8 @@ async def test_without_the_cache_each_write_sets_its_commit_level_with_its_begin
         with time_limit(5):
             assert await repo.database.run(commit_level, Mode.WRITE) == "off"
             assert await repo.database.run(commit_level, Mode.WRITE, durable=True) == "on"
+            # A one-statement read goes alone (asyncpg's timeout bounds it): no BEGIN either.
+            assert await repo.database.run(commit_level, Mode.READ_ONE) == "on"
         # Outside a transaction the session has the server's own level: nothing was set on it.
         assert await repo.database.run(commit_level, Mode.READ_ONE) == "on"
 

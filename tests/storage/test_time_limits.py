@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import event
 
@@ -18,6 +19,7 @@ from storage.limits import PG_UNRESPONSIVE_GRACE, DatabaseBusy, time_limit
 from storage.repository import DecisionOutcome, Repository
 from tests.conftest import POSTGRES_URL, Database
 from tests.storage.test_storage import approval_row
+from tests.support.statements import statements
 
 LIMIT = 2.0
 
@@ -197,3 +199,100 @@ async def test_a_transaction_cut_off_before_commit_commits_nothing_and_drops_its
     with time_limit(LIMIT):
         outcome = await decide(repo, now)
     assert outcome is not None and outcome.approval.status == "approved"
+
+
+# -- a one-statement read under a time limit -------------------------------------------------
+
+
+async def stored_approval(repo: Repository) -> None:
+    now = utcnow()
+    await repo.insert_rows_for_benchmark(
+        runs=[run_row(now)], approvals=[approval_row(0, ["U1"], now)]
+    )
+
+
+@pytest.fixture
+async def direct_repo(database: Database) -> Repository:
+    """The repository on the direct path alone (as shipped): what it sends is counted
+    (pg_direct.STATEMENT_HOOKS); the engine's path sends its time limits as before."""
+    return await database.open()
+
+
+async def test_a_time_limited_one_statement_read_is_its_statement_alone(
+    direct_repo: Repository,
+) -> None:
+    """A click's read of its approval (Mode.READ_ONE) under a time limit is one round trip:
+    no BEGIN with the server's timeouts, no COMMIT; asyncpg's own timeout bounds it."""
+    await stored_approval(direct_repo)
+    with statements() as sent, time_limit(LIMIT):
+        approval = await direct_repo.get_approval("apr_00000")
+    assert approval is not None and approval.id == "apr_00000"
+    assert len(sent) == 1 and sent[0].endswith("FROM approvals WHERE id = $1"), sent
+    # A write under a time limit still sends the server's timeouts with its BEGIN: cut off
+    # by the client alone, it could have committed (PostgresDatabase._run_until).
+    with statements() as sent, time_limit(LIMIT):
+        assert await decide(direct_repo, utcnow()) is not None
+    assert sent[0].startswith("BEGIN; SELECT set_config('lock_timeout'"), sent
+    assert sent[-1] == "COMMIT"
+
+
+@contextlib.asynccontextmanager
+async def table_locked(database: Database, table: str) -> AsyncIterator[int]:
+    """Another connection holds ``table`` in ACCESS EXCLUSIVE mode (even reads wait); its
+    backend's pid."""
+    schema = database.engine_kwargs["connect_args"]["server_settings"]["search_path"]
+    holder = await asyncpg.connect(POSTGRES_URL.replace("+asyncpg", ""))
+    try:
+        await holder.execute(f'SET search_path TO "{schema}"')
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield holder.get_server_pid()
+        finally:
+            await transaction.rollback()
+    finally:
+        await holder.close()
+
+
+async def waiting_behind(holder_pid: int, *, within: float) -> int:
+    """Queries still waiting for ``holder_pid``'s locks once they stop, or after ``within``
+    seconds (a cancellation reaches the server asynchronously)."""
+    observer = await asyncpg.connect(POSTGRES_URL.replace("+asyncpg", ""))
+    try:
+        give_up = time.monotonic() + within
+        while True:
+            waiting = await observer.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                holder_pid,
+            )
+            if waiting == 0 or time.monotonic() > give_up:
+                return int(waiting)
+            await asyncio.sleep(0.05)
+    finally:
+        await observer.close()
+
+
+async def test_a_time_limited_read_behind_a_lock_is_cancelled_on_the_server(
+    repo: Repository, database: Database
+) -> None:
+    """A read that waits past its limit for a lock (an outage: one per click) is DatabaseBusy
+    about then, and stops waiting on the server too: no backend is left behind the lock. Its
+    connection, sound once the cancellation is acknowledged, serves the next read."""
+    await stored_approval(repo)
+    direct = repo.database._direct  # type: ignore[attr-defined]
+    with time_limit(LIMIT):  # a connection in the pool, and its statement prepared
+        assert await repo.get_approval("apr_00000") is not None
+    discarded = direct.discarded if direct is not None else 0
+    limit = 0.5
+    async with table_locked(database, "approvals") as holder_pid:
+        started = time.monotonic()
+        with pytest.raises(DatabaseBusy), time_limit(limit):
+            await repo.get_approval("apr_00000")
+        assert time.monotonic() - started < limit + 1.0, "answered about at the limit"
+        assert await waiting_behind(holder_pid, within=2.0) == 0, "still waiting on the server"
+    with time_limit(LIMIT):
+        approval = await repo.get_approval("apr_00000")
+    assert approval is not None and approval.status == "pending"
+    if direct is not None:
+        assert direct.discarded == discarded, "a cancelled read's connection is pooled again"
