@@ -23,10 +23,14 @@ INSERT_ANSWER = _ANSWER_ROW.format(source="runs", run="id = :id AND ")
 # it returns it (id, turn, progress_ts, channel), in that statement (storage.sql.runs).
 INSERT_ANSWER_OF_FINISHED = _ANSWER_ROW.format(source="finished", run="")
 _FREE = "(claimed_until IS NULL OR claimed_until < :now)"
+# With the thread each answer goes to, from its run: one statement (on PostgreSQL one round
+# trip, in autocommit), not the claim and then a read of the run.
+_OF_RUN = "(SELECT runs.{column} FROM runs WHERE runs.id = run_answers.run_id)"
 CLAIM_ANSWERS = (
     "UPDATE run_answers SET claimed_until = :until, attempts = attempts + 1 "
     f"WHERE run_id = :run_id AND {_FREE} "
-    "RETURNING run_id, turn, status, text, progress_ts, chunks_posted, attempts"
+    "RETURNING run_id, turn, status, text, progress_ts, chunks_posted, attempts, "
+    + ", ".join(_OF_RUN.format(column=column) for column in ("team_id", "channel", "thread_ts"))
 )
 ANSWERS_TO_POST = (
     "SELECT run_id, MIN(created_at) AS first FROM run_answers "
@@ -41,6 +45,12 @@ ANSWER_RETRY_AT = (
     "UPDATE run_answers SET claimed_until = :retry_at WHERE run_id = :run_id AND turn = :turn"
 )
 DELETE_ANSWER = "DELETE FROM run_answers WHERE run_id = :run_id AND turn = :turn"
+# PostgreSQL: the posted answer's row gone and the progress message it replaced forgotten, in
+# one statement (SQLite: DELETE_ANSWER, then storage.sql.runs CLEAR_PROGRESS).
+ANSWER_DONE_CLEARING_PROGRESS = (
+    f"WITH gone AS ({DELETE_ANSWER}) "
+    "UPDATE runs SET progress_ts = NULL WHERE id = :run_id AND progress_ts = :ts"
+)
 # A poster still posting (Slack is slow) keeps its claim: the rows of the claim it holds,
 # known by its end.
 EXTEND_ANSWER_CLAIM = (

@@ -13,12 +13,15 @@ twice still shows it once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from storage.drivers import Database, Mode, Tx
 from storage.records import AnswerToPost
 from storage.sql.answers import (
     ANSWER_CHUNKS_POSTED,
+    ANSWER_DONE_CLEARING_PROGRESS,
     ANSWER_RETRY_AT,
     ANSWERS_TO_POST,
     CLAIM_ANSWERS,
@@ -26,10 +29,9 @@ from storage.sql.answers import (
     EXTEND_ANSWER_CLAIM,
     INSERT_ANSWER,
 )
-from storage.sql.runs import CLEAR_PROGRESS, RUN_BY_ID
-from storage.stores.rows import RUNS
+from storage.sql.runs import CLEAR_PROGRESS
 
-WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
 
 
 def store_answer(tx: Tx, run_id: str, status: str, text: str | None, now: datetime) -> None:
@@ -48,32 +50,12 @@ class AnswerStore:
 
         def body(tx: Tx) -> list[AnswerToPost]:
             params = {"run_id": run_id, "now": now, "until": until}
-            rows = tx.all(CLAIM_ANSWERS, params)
-            if not rows:
-                return []
-            run_row = tx.one(RUN_BY_ID, {"id": run_id})
-            assert run_row is not None
-            run = RUNS.load(tx, run_row)
             return sorted(
-                (
-                    AnswerToPost(
-                        run_id=row[0],
-                        turn=row[1],
-                        status=row[2],
-                        text=row[3],
-                        progress_ts=row[4],
-                        chunks_posted=row[5],
-                        attempts=row[6],
-                        team_id=run.team_id,
-                        channel=run.channel,
-                        thread_ts=run.thread_ts,
-                    )
-                    for row in rows
-                ),
+                (_answer_to_post(row) for row in tx.all(CLAIM_ANSWERS, params)),
                 key=lambda answer: answer.turn,
             )
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     async def answers_to_post(
         self, now: datetime, *, created_before: datetime, limit: int = 100
@@ -92,7 +74,7 @@ class AnswerStore:
         def body(tx: Tx) -> None:
             tx.execute(ANSWER_CHUNKS_POSTED, {"run_id": run_id, "turn": turn, "chunks": chunks})
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
     async def extend_answer_claim(self, run_id: str, *, held: datetime, until: datetime) -> bool:
         """The poster holding the claim that ends at ``held`` keeps it until ``until`` (its
@@ -102,7 +84,7 @@ class AnswerStore:
             params = {"run_id": run_id, "held": held, "until": until}
             return tx.execute(EXTEND_ANSWER_CLAIM, params) > 0
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     async def retry_answer_at(self, run_id: str, turn: int, at: datetime) -> None:
         """Slack failed the post: nobody tries it again before ``at``."""
@@ -110,15 +92,43 @@ class AnswerStore:
         def body(tx: Tx) -> None:
             tx.execute(ANSWER_RETRY_AT, {"run_id": run_id, "turn": turn, "retry_at": at})
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
     async def answer_done(self, run_id: str, turn: int, progress_ts: str | None) -> None:
         """The answer is in the thread (or given up): forget it, and the progress message it
         replaced (a newer one, of a later turn, stays)."""
 
+        params = {"run_id": run_id, "turn": turn, "ts": progress_ts}
+        if progress_ts and self.database.dialect == "postgresql":
+
+            def one(tx: Tx) -> None:
+                tx.execute(ANSWER_DONE_CLEARING_PROGRESS, params)
+
+            await self.database.run(one, WRITE_ONE)
+            return
+
         def body(tx: Tx) -> None:
-            tx.execute(DELETE_ANSWER, {"run_id": run_id, "turn": turn})
+            tx.execute(DELETE_ANSWER, params)
             if progress_ts:
                 tx.execute(CLEAR_PROGRESS, {"id": run_id, "ts": progress_ts})
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE if progress_ts else WRITE_ONE)
+
+
+def _answer_to_post(row: Sequence[Any]) -> AnswerToPost:
+    """A claimed row of CLAIM_ANSWERS: the answer, and its run's thread."""
+    team_id, channel, thread_ts = row[7:10]
+    # An answer's row references its run (a foreign key): a claimed one always has its run.
+    assert channel is not None, f"run {row[0]}'s answer outlived its run"
+    return AnswerToPost(
+        run_id=row[0],
+        turn=row[1],
+        status=row[2],
+        text=row[3],
+        progress_ts=row[4],
+        chunks_posted=row[5],
+        attempts=row[6],
+        team_id=team_id,
+        channel=channel,
+        thread_ts=thread_ts,
+    )

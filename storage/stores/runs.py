@@ -343,7 +343,7 @@ class RunStore:
         def body(tx: Tx) -> None:
             tx.execute(SET_PROGRESS, {"id": run_id, "ts": ts})
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
     async def set_waiting_progress(self, run_id: str, ts: str) -> bool:
         """Record a pause's waiting message as the progress message; False: the run no
@@ -352,7 +352,7 @@ class RunStore:
         def body(tx: Tx) -> bool:
             return tx.execute(SET_WAITING_PROGRESS, {"id": run_id, "ts": ts}) == 1
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     async def clear_progress(self, run_id: str, ts: str) -> None:
         """The progress message ``ts`` was replaced by an outcome: the next one posts anew."""
@@ -360,4 +360,4 @@ class RunStore:
         def body(tx: Tx) -> None:
             tx.execute(CLEAR_PROGRESS, {"id": run_id, "ts": ts})
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
