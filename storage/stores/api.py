@@ -50,7 +50,7 @@ from storage.stores.events import audit
 from storage.stores.steps import insert_request_approval
 from storage.stores.transitions import cancel_paused_run
 
-WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
 
 
 def _time(value: Any) -> Any:
@@ -242,7 +242,7 @@ class ApiStore:
         def body(tx: Tx) -> int:
             return tx.execute(END_SETTLED_API_RUNS, {"now": now})
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     # -- the webhook outbox ------------------------------------------------------------------
 
@@ -262,7 +262,7 @@ class ApiStore:
             row = tx.one(CLAIM_WEBHOOK, {"id": approval_id, "now": now, "until": until})
             return None if row is None else (row[1], row[2], row[3], int(row[4]), _time(row[5]))
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     async def webhook_delivered(self, approval_id: str, now: datetime) -> None:
         await self._webhook(WEBHOOK_DELIVERED, {"id": approval_id, "now": now})
@@ -290,4 +290,4 @@ class ApiStore:
         def body(tx: Tx) -> int:
             return tx.execute(statement, params)
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)

@@ -22,7 +22,7 @@ from storage.sql.approvals import (
 from storage.sql.votes import CARD_EDITS_DUE, CLEAR_CARD_EDIT_DUE
 from storage.stores.rows import APPROVALS
 
-WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
 
 
 class CardStore:
@@ -42,7 +42,7 @@ class CardStore:
             row = tx.one(CLAIM_CARD, {"id": approval_id, "now": now, "until": until})
             return None if row is None else APPROVALS.load(tx, row)
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     async def cards_to_post(
         self, now: datetime, *, created_before: datetime, limit: int = 100
@@ -70,13 +70,13 @@ class CardStore:
         def body(tx: Tx) -> bool:
             return tx.execute(ADOPT_CARD, {"id": approval_id, "channel": channel, "ts": ts}) == 1
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     async def set_card(self, approval_id: str, *, channel: str, ts: str) -> None:
         def body(tx: Tx) -> None:
             tx.execute(SET_CARD, {"id": approval_id, "channel": channel, "ts": ts})
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
     async def card_edited(self, approval_id: str, *, before: datetime) -> None:
         """The card shows the approval as read at ``before``: votes marked until then are on it."""
@@ -84,7 +84,7 @@ class CardStore:
         def body(tx: Tx) -> None:
             tx.execute(CLEAR_CARD_EDIT_DUE, {"id": approval_id, "before": before})
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
     async def card_edits_due(self, *, before: datetime, limit: int = 100) -> list[str]:
         """Approvals whose card a vote changed before ``before`` and no edit has shown since."""

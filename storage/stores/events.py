@@ -25,7 +25,7 @@ from storage.sql.events import (
 )
 from storage.stores.rows import AUDIT
 
-WRITE, READ, READ_ONE = Mode.WRITE, Mode.READ, Mode.READ_ONE
+WRITE, WRITE_ONE, READ, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ, Mode.READ_ONE
 
 
 def asked_for(draft: ApprovalDraft) -> dict[str, Any]:
@@ -118,10 +118,10 @@ class EventStore:
         def body(tx: Tx) -> bool:
             return tx.execute(CLAIM_EVENT, {"event_id": event_id, "now": now}) == 1
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     async def forget_events_before(self, cutoff: datetime) -> int:
         def body(tx: Tx) -> int:
             return tx.execute(FORGET_EVENTS, {"cutoff": cutoff})
 
-        return await self.database.run(body, WRITE, inline=False)
+        return await self.database.run(body, WRITE_ONE, inline=False)

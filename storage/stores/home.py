@@ -25,7 +25,7 @@ from storage.sql.home import (
 )
 from storage.stores.rows import APPROVALS
 
-WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
 
 
 class HomeStore:
@@ -64,7 +64,7 @@ class HomeStore:
         def body(tx: Tx) -> None:
             tx.execute(SAW_HOME, {"team_id": team_id, "user_id": user_id, "now": now})
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
     async def home_viewers(self, team_id: str) -> set[str]:
         def body(tx: Tx) -> set[str]:
@@ -89,7 +89,7 @@ class HomeStore:
         def body(tx: Tx) -> bool:
             return tx.one(CLAIM_HOMES, params) is not None
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     async def dirty_homes(self, *, before: datetime, limit: int = 100) -> list[tuple[str, str]]:
         def body(tx: Tx) -> list[tuple[str, str]]:

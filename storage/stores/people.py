@@ -14,7 +14,7 @@ from datetime import datetime
 from storage.drivers import Database, Mode, Tx
 from storage.sql.people import REMEMBER_NAME, names_sql
 
-WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
 # How many ids one read names at most (each is a statement parameter).
 NAMES_PER_READ = 500
 
@@ -26,7 +26,7 @@ class PeopleStore:
         def body(tx: Tx) -> None:
             tx.execute(REMEMBER_NAME, {"user_id": user_id, "name": name[:255], "now": now})
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
     async def names_of(self, user_ids: Collection[str]) -> dict[str, str]:
         """The known names of ``user_ids`` (ids with no name are left out)."""

@@ -45,7 +45,7 @@ from storage.stores.rows import APPROVALS
 from storage.stores.transitions import lock_run_of_approval
 from storage.values import json_text
 
-WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
 
 
 def insert_reach(tx: Tx, rows: Sequence[dict[str, Any]], plans: dict[str, ReachPlan]) -> None:
@@ -97,7 +97,7 @@ class ReachStore:
             params = {"id": approval_id, "held": held, "until": until}
             return tx.execute(RENEW_DMS, params) == 1
 
-        return await self.database.run(body, WRITE)
+        return await self.database.run(body, WRITE_ONE)
 
     async def dms_sent(
         self,
@@ -124,7 +124,7 @@ class ReachStore:
         def body(tx: Tx) -> None:
             tx.execute(DMS_SENT if retry_at is None else DMS_RETRY, params)
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
     async def dms_to_send(
         self, now: datetime, *, created_before: datetime, limit: int = 100
@@ -152,7 +152,7 @@ class ReachStore:
         def body(tx: Tx) -> None:
             tx.execute(ADD_MESSAGE, params)
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
     async def approval_messages(self, approval_id: str) -> list[CopyPlace]:
         """Every DM copy of an approval's card."""
@@ -194,7 +194,7 @@ class ReachStore:
         def body(tx: Tx) -> list[str]:
             return [row[0] for row in tx.all(CLAIM_REMINDERS, {"now": now})]
 
-        ids = await self.database.run(body, WRITE)
+        ids = await self.database.run(body, WRITE_ONE)
         for approval_id in ids:
             await self._audit(approval_id, "approval_reminded", now)
         return ids

@@ -38,7 +38,7 @@ from storage.stores.events import asked_for, audit
 from storage.stores.reach import insert_reach
 from storage.stores.rows import APPROVALS
 
-WRITE, READ_ONE = Mode.WRITE, Mode.READ_ONE
+WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
 
 
 class StepStore:
@@ -175,7 +175,7 @@ class StepStore:
             params = {"id": function_execution_id, "retry_at": at, "error": error[:255]}
             tx.execute(RETRY_STEP_AT, params)
 
-        await self.database.run(body, WRITE)
+        await self.database.run(body, WRITE_ONE)
 
 
 def insert_request_approval(
