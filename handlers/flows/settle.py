@@ -239,7 +239,8 @@ async def settle_from_slack(
     failpoint("decision_stored")
 
     async def show() -> None:
-        await services.publisher.cards.refresh_card(approval_id, clicked=clicked)
+        cards = services.publisher.cards
+        await cards.refresh_card(approval_id, clicked=clicked, stored=decision.approval)
         if refresh_list is not None:
             await refresh_list(approval_id)
 

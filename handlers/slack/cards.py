@@ -150,15 +150,29 @@ class Cards:
         return posted
 
     @logs.bound_to("approval_id")
-    async def refresh_card(self, approval_id: str, *, clicked: CardPlace | None = None) -> None:
+    async def refresh_card(
+        self,
+        approval_id: str,
+        *,
+        clicked: CardPlace | None = None,
+        stored: Approval | None = None,
+    ) -> None:
         """Edit a card in place to show the approval as it is now (buttons gone once decided).
 
         ``clicked``: the message a click came from. When it is not the card on record (a
         second card, posted after a crash hid the first), it is edited too, so no card of a
         decided approval keeps live buttons once someone has clicked it.
+
+        ``stored``: the approval's row as the caller's own write just returned it (a
+        decision), which saves reading it again on a click's path; the read after the edit
+        still catches any later change. Not for a quorum's card, whose sweep marks are
+        cleared by what was read when (``card_edited``): that one is always read here.
         """
         read_at = utcnow()
-        approval = await self.repo.get_approval(approval_id)
+        if stored is not None and stored.id == approval_id and (stored.min_approvals or 1) <= 1:
+            approval: Approval | None = stored
+        else:
+            approval = await self.repo.get_approval(approval_id)
         if approval is None:
             return
         if self.on_change is not None:

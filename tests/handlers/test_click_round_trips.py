@@ -1,6 +1,7 @@
 """On PostgreSQL, what a click sends between its Approve and its answer in the thread: every
 write but the decision is one statement in autocommit (one round trip, no BEGIN or COMMIT),
-and the decision is the one transaction, under the click's time limit. Counted on the wire
+and the decision is the one transaction, under the click's time limit; the card is edited
+from the row the decision returned. Counted on the wire
 (tests.support.statements); docs/benchmarks.md, "Where a click's time goes"."""
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ async def test_from_click_to_answer_only_the_decision_opens_a_transaction(
     begins = [s for s in sent[: claim + 1] if s.startswith("BEGIN")]
     assert len(begins) == 1 and "statement_timeout" in begins[0], begins
     assert sent.count("COMMIT") == 1
+    # The card is edited from the row the decision returned, then read once to check that
+    # the edit shows the last state; the resume's first write comes after.
+    decided = next(i for i, s in enumerate(sent) if "UPDATE approvals SET status" in s)
+    executing = next(i for i, s in enumerate(sent) if "SET status = 'executing'" in s)
+    between = sent[decided:executing]
+    assert sum(s.endswith("FROM approvals WHERE id = $1") for s in between) == 1, between
     # Once posted, the answer's row goes with the progress message it replaced, at once.
     assert [s for s in sent if s.startswith("DELETE FROM run_answers")] == []
     assert any(s.startswith("WITH gone AS (DELETE FROM run_answers") for s in sent)
