@@ -173,6 +173,8 @@ async def main() -> None:
         "a change measured beside what it changes, alternating in one sitting",
     )
     args = parser.parse_args()
+    if args.py_spy and not Path(sys.executable).with_name("py-spy").exists():
+        parser.error(f"--py-spy needs py-spy beside {sys.executable}: pip install py-spy")
     report: dict[str, Any] = {"cpus": os.cpu_count(), "source": args.source or "this tree"}
     with tempfile.TemporaryDirectory(prefix="click-answer-") as tmp:
         workdir = Path(tmp)
