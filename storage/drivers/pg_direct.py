@@ -31,10 +31,15 @@ Under a time limit (:func:`storage.limits.time_limit`) a transaction's BEGIN set
 one-statement read (a click's read of its approval) is still its statement alone, one round
 trip rather than three, bounded by asyncpg's own ``timeout=`` (:func:`run_direct`'s
 ``deadline``). On that timeout asyncpg sends the server a CancelRequest, so the statement stops
-there too, and makes the connection's next operation wait until the server has acknowledged
-it (closing the connection if that wait times out). So the connection is pooled again: closing
-it at once would cancel the CancelRequest in flight and leave the statement running on the
-server (a backend waiting behind a lock, one per click, through an outage).
+there too. The connection is pooled again only once the server has acknowledged the
+cancellation (:func:`_cancel_acknowledged`, at most ``CANCEL_ACKNOWLEDGED_WITHIN``), never
+before: asyncpg makes the connection's next operation wait for that acknowledgement, and
+closes the connection if the operation's own timeout runs out first, which kills the
+CancelRequest still on its way (a read with a few milliseconds left would: the cut-off
+statement then stays behind the lock, on a backend no pool counts, until the lock goes);
+and an operation with no timeout (the sweeper's, a resume's) would wait for as long as a
+server that stopped answering stays silent. Closed at once, the connection would cancel
+the CancelRequest in flight as well.
 
 Connections come from a small pool of our own (:mod:`storage.drivers.pg_pool`), whose
 connections carry the commit's durability as their session setting, so no transaction spends
@@ -48,6 +53,7 @@ The engine stays for what is not hot: migrations, the blocking path and ad-hoc S
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 import time
@@ -61,6 +67,11 @@ from sqlalchemy.util import await_only
 from storage.drivers.pg_greenlets import run_body
 from storage.drivers.pg_pool import DRIVER_ERRORS, DirectPool, database_error
 from storage.drivers.protocol import T, Tx
+from storage.limits import PG_UNRESPONSIVE_GRACE
+
+# How long a connection whose statement asyncpg cut off (its timeout) waits for the server to
+# acknowledge the cancellation before it is closed instead of pooled again.
+CANCEL_ACKNOWLEDGED_WITHIN = PG_UNRESPONSIVE_GRACE
 
 # Diagnostics and tests: each is called with a statement's text just before it is sent
 # (BEGIN, COMMIT and ROLLBACK included), on the event loop's thread. Empty in production.
@@ -137,7 +148,7 @@ class DirectTx:
 
     dialect = "postgresql"
     converters: Mapping[str, Callable[[Any], Any]] = {}
-    __slots__ = ("_connection", "_deadline", "_one", "_pending", "_prepare", "_sent")
+    __slots__ = ("_connection", "_deadline", "_one", "_pending", "_prepare", "_sent", "cut_off")
 
     def __init__(
         self,
@@ -158,6 +169,8 @@ class DirectTx:
         # atomic with the first, so it is refused (a body's bug, found by its tests).
         self._one = one
         self._sent = 0
+        # A statement sent was cut off by the deadline: asyncpg asked the server to cancel it.
+        self.cut_off = False
 
     def _sending(self, query: str) -> None:
         self._sent += 1
@@ -218,14 +231,20 @@ class DirectTx:
         return self._prepare(combined, merged)
 
     def _timeout(self) -> float | None:
-        """asyncpg's ``timeout=`` for the next statement: the time left to the deadline (at
-        or past it asyncpg raises TimeoutError without sending anything)."""
-        return None if self._deadline is None else self._deadline - time.monotonic()
+        """asyncpg's ``timeout=`` for the next statement: the time left to the deadline. At or
+        past it, TimeoutError, with nothing sent (so nothing to cancel)."""
+        if self._deadline is None:
+            return None
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return left
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
         query, args = self._carrying(sql, params)
+        timeout = self._timeout()
         self._sending(query)
-        sent = self._connection.execute(query, *args, timeout=self._timeout())
+        sent = self._connection.execute(query, *args, timeout=timeout)
         return _rowcount(self._await(sent, query, args))
 
     def executemany(self, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -235,8 +254,9 @@ class DirectTx:
         prepared = [self._prepare(sql, row) for row in rows]
         query = prepared[0][0]
         batch = [args for _, args in prepared]
+        timeout = self._timeout()
         self._sending(query)
-        sent = self._connection.executemany(query, batch, timeout=self._timeout())
+        sent = self._connection.executemany(query, batch, timeout=timeout)
         self._await(sent, query, batch)
 
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> Sequence[Any] | None:
@@ -245,8 +265,9 @@ class DirectTx:
 
     def all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Sequence[Any]]:
         query, args = self._carrying(sql, params)
+        timeout = self._timeout()
         self._sending(query)
-        sent = self._connection.fetch(query, *args, timeout=self._timeout())
+        sent = self._connection.fetch(query, *args, timeout=timeout)
         records = self._await(sent, query, args)
         return [tuple(record) for record in records]
 
@@ -256,7 +277,9 @@ class DirectTx:
         except DRIVER_ERRORS as exc:
             if isinstance(exc, TimeoutError) and self._deadline is not None:
                 # The statement's own timeout (TimeoutError is an OSError, one of the driver's
-                # errors): as it is, for the caller's DatabaseBusy; the connection is not lost.
+                # errors): as it is, for the caller's DatabaseBusy; asyncpg has asked the
+                # server to cancel the statement (run_direct waits for that).
+                self.cut_off = True
                 raise
             raise database_error(exc, query, args) from exc
 
@@ -300,11 +323,14 @@ async def run_direct(
             try:
                 result = await run_body(_whole, body, tx)
             except TimeoutError:
-                # Past the deadline: asyncpg has sent a CancelRequest, and the connection's
-                # next operation waits for the server to acknowledge it (closing the
-                # connection if that wait times out), so it is pooled again. Closing it now
-                # would cancel that request and leave the statement running on the server.
-                sound = not connection.is_closed()
+                # Past the deadline. A statement cut off: asyncpg has sent a CancelRequest,
+                # and the connection is pooled again once the server has acknowledged it
+                # (closing it now would cancel that request and leave the statement running
+                # on the server); none sent: nothing to wait for.
+                if tx.cut_off:
+                    sound = await _cancel_acknowledged(connection)
+                else:
+                    sound = not connection.is_closed()
                 raise
             except DBAPIError as exc:
                 # A statement the server refused (a value too long, a constraint) leaves an
@@ -341,6 +367,23 @@ def _whole(body: Callable[[Tx], T], tx: DirectTx) -> T:
     result = body(tx)
     tx.flush()
     return result
+
+
+async def _cancel_acknowledged(connection: asyncpg.Connection) -> bool:
+    """Whether a connection whose statement asyncpg cut off (a CancelRequest sent) is sound
+    again: the server has acknowledged the cancellation, so nothing of that statement still
+    runs there and no cancellation is left to reach a later one. A statement of its own
+    finds out: asyncpg sends it only after the acknowledgement (one round trip more, on a
+    timeout only). False once ``CANCEL_ACKNOWLEDGED_WITHIN`` has passed (a server that stopped
+    answering) or on any error: the connection is closed rather than pooled again."""
+    if connection.is_closed():
+        return False
+    try:
+        async with asyncio.timeout(CANCEL_ACKNOWLEDGED_WITHIN):
+            await _simple(connection, "SELECT 1")
+    except (TimeoutError, DBAPIError):
+        return False
+    return True
 
 
 async def _simple(connection: asyncpg.Connection, query: str) -> None:

@@ -20,6 +20,7 @@ from storage.repository import DecisionOutcome, Repository
 from tests.conftest import POSTGRES_URL, Database
 from tests.storage.test_storage import approval_row
 from tests.support.statements import statements
+from tests.support.tcp_proxy import proxied
 
 LIMIT = 2.0
 
@@ -296,3 +297,70 @@ async def test_a_time_limited_read_behind_a_lock_is_cancelled_on_the_server(
     assert approval is not None and approval.status == "pending"
     if direct is not None:
         assert direct.discarded == discarded, "a cancelled read's connection is pooled again"
+
+
+async def test_reads_cut_off_together_leave_no_backend_behind_the_lock(
+    database: Database,
+) -> None:
+    """Clicks at once while a lock is held (an outage): their reads share about one
+    deadline, more of them than the pool has connections, so a read cut off hands its
+    connection to one with almost no time left. Each is DatabaseBusy about at the limit,
+    and none stays waiting on the server: a connection goes back to the pool only once the
+    server has acknowledged its cancellation. (Pooled at once, the next read on it would
+    give up waiting for that acknowledgement within its few milliseconds, and asyncpg then
+    closes the connection with its CancelRequest not sent yet: the cut-off read stays
+    behind the lock, on a backend no pool counts, until the lock goes.)"""
+    seeded = await database.open()
+    await stored_approval(seeded)
+    repo = await Repository.open(
+        database.url, upgrade=False, pool_size=3, max_overflow=0, **database.engine_kwargs
+    )
+    database._repos.append(repo)  # closed with the database
+    limit = 0.3
+
+    async def read(later: float) -> None:
+        with time_limit(limit + later):
+            await repo.get_approval("apr_00000")
+
+    async with table_locked(database, "approvals") as holder_pid:
+        for _ in range(5):
+            started = time.monotonic()
+            # Deadlines a millisecond apart: a read cut off hands its connection to one with
+            # a few milliseconds left, about what the acknowledgement takes.
+            reads = [read(i / 1000) for i in range(20)]
+            results = await asyncio.gather(*reads, return_exceptions=True)
+            assert all(isinstance(r, DatabaseBusy) for r in results), results
+            assert time.monotonic() - started < limit + 0.02 + PG_UNRESPONSIVE_GRACE
+        assert await waiting_behind(holder_pid, within=2.0) == 0, "a read still waits on the server"
+    with time_limit(LIMIT):
+        approval = await repo.get_approval("apr_00000")
+    assert approval is not None and approval.status == "pending"
+
+
+async def test_a_read_cut_off_by_a_server_that_stopped_answering_holds_up_no_one(
+    database: Database,
+) -> None:
+    """The server stops answering a pooled connection (its backend stopped, its flow dropped
+    on the way) and a time-limited read is sent on it: DatabaseBusy by the limit and the
+    grace, as before. The connection is not pooled again with its cancellation never
+    acknowledged: the next transaction, with no time limit of its own (the sweeper's, a
+    resume's), would wait on it for as long as the server stays silent."""
+    seeded = await database.open()
+    await stored_approval(seeded)
+    async with proxied(database.url) as proxy:
+        repo = await Repository.open(
+            proxy.url_for(database.url), upgrade=False, **database.engine_kwargs
+        )
+        try:
+            with time_limit(LIMIT):  # a connection in the pool, through the proxy
+                assert await repo.get_approval("apr_00000") is not None
+            proxy.stall()
+            limit = 0.5
+            started = time.monotonic()
+            with pytest.raises(DatabaseBusy), time_limit(limit):
+                await repo.get_approval("apr_00000")
+            assert time.monotonic() - started < limit + PG_UNRESPONSIVE_GRACE + 0.5
+            approval = await asyncio.wait_for(repo.get_approval("apr_00000"), 5)
+            assert approval is not None and approval.status == "pending"
+        finally:
+            await repo.close()

@@ -5,6 +5,9 @@ real server. :meth:`TcpProxy.cut` is a database outage as the bot sees it when t
 the server goes away: the port stops accepting (connection refused) and every open
 connection is closed under the bot; :meth:`TcpProxy.restore` listens on the same port again.
 Nothing else on the machine notices: other tests keep their PostgreSQL.
+:meth:`TcpProxy.stall` is a server that stops answering the connections already open (a
+stopped backend, a flow a firewall or a NAT dropped): what is sent on them is swallowed and
+nothing comes back, while new connections are forwarded as before.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        # The connections open when stall() was called: forwarded no more, in either direction.
+        self._stalled: set[asyncio.StreamWriter] = set()
 
     async def start(self, port: int = 0) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", port or self.port)
@@ -44,6 +49,12 @@ class TcpProxy:
             with contextlib.suppress(Exception):
                 writer.transport.abort()
         self._writers.clear()
+        self._stalled.clear()
+
+    def stall(self) -> None:
+        """The connections open now forward nothing more, either way, and stay open (the
+        other end hears nothing); connections opened later are forwarded."""
+        self._stalled.update(self._writers)
 
     async def restore(self) -> None:
         """Accept and forward again, on the same port."""
@@ -76,12 +87,14 @@ class TcpProxy:
             self._tasks.difference_update(pumps)
             for w in (writer, up_writer):
                 self._writers.discard(w)
+                self._stalled.discard(w)
                 w.transport.abort()
 
-    @staticmethod
-    async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, OSError):
             while data := await reader.read(65536):
+                if writer in self._stalled:
+                    continue  # swallowed
                 writer.write(data)
                 await writer.drain()
 
