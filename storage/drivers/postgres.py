@@ -14,7 +14,9 @@ Commits: ordinary ones asynchronous, the ``executing`` one durable
 deadline with its BEGIN; past it, :class:`~storage.limits.DatabaseBusy`. On the direct path a
 one-statement read (``Mode.READ_ONE``, not durable) skips them: one round trip instead of
 three (BEGIN with the timeouts, the read, COMMIT), bounded by asyncpg's own timeout, whose
-CancelRequest stops the read on the server as well (:meth:`PostgresDatabase._read_one_until`).
+CancelRequest stops the read on the server as well (:meth:`PostgresDatabase._read_one_until`);
+not behind a transaction-mode pooler, which drops a CancelRequest for a client it has not
+given a server connection yet.
 A write keeps the server's timeouts: cut off by the client alone, it could have committed.
 ``POSTGRES_DIRECT = False`` runs every transaction through the engine, as before issue 22
 (kept to measure the two side by side). Behind a transaction-mode pooler
@@ -223,7 +225,11 @@ class PostgresDatabase:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DatabaseBusy("the time limit passed before the transaction could start")
-        if mode is Mode.READ_ONE and not durable:
+        if mode is Mode.READ_ONE and not durable and self._begins is None:
+            # Not behind a transaction-mode pooler: there a CancelRequest for a client still
+            # queued for a server connection is dropped (PgBouncer 1.18: "cancel request for
+            # idle client"), and the read then waits behind the lock on a backend nobody
+            # counts; so it keeps the server's timeouts with its BEGIN.
             return await self._read_one_until(body, deadline, remaining)
         limit_ms = max(int(remaining * 1000), 1)
         opening = "BEGIN" if self._begins is None else self._begins[durable]

@@ -84,6 +84,19 @@ async def test_without_the_cache_each_write_sets_its_commit_level_with_its_begin
         sent.clear()
         assert await repo.database.run(write, Mode.WRITE_ONE, durable=True) == 1
         assert sent == [durable, "INSERT INTO pooled (n) VALUES ($1)", "COMMIT"]
+
+        def read(tx: Tx) -> int:
+            row = tx.one("SELECT count(*) FROM pooled")
+            assert row is not None
+            return int(row[0])
+
+        # A one-statement read under a time limit keeps the server's timeouts with its BEGIN:
+        # the pooler drops a CancelRequest for a client still queued for a server connection.
+        sent.clear()
+        with time_limit(5):
+            assert await repo.database.run(read, Mode.READ_ONE) == 2
+        assert sent[0].startswith(relaxed) and "set_config('lock_timeout'" in sent[0], sent
+        assert sent[1:] == ["SELECT count(*) FROM pooled", "COMMIT"]
     finally:
         pg_direct.STATEMENT_HOOKS.remove(sent.append)
 
@@ -95,8 +108,9 @@ async def test_without_the_cache_each_write_sets_its_commit_level_with_its_begin
         with time_limit(5):
             assert await repo.database.run(commit_level, Mode.WRITE) == "off"
             assert await repo.database.run(commit_level, Mode.WRITE, durable=True) == "on"
-            # A one-statement read goes alone (asyncpg's timeout bounds it): no BEGIN either.
-            assert await repo.database.run(commit_level, Mode.READ_ONE) == "on"
+            # A one-statement read too: behind a pooler it keeps the server's timeouts (a
+            # CancelRequest for a client the pooler has queued is dropped).
+            assert await repo.database.run(commit_level, Mode.READ_ONE) == "off"
         # Outside a transaction the session has the server's own level: nothing was set on it.
         assert await repo.database.run(commit_level, Mode.READ_ONE) == "on"
 
