@@ -10,8 +10,10 @@ pipeline gives up after 10 seconds, as the one in the report did.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 
 import aiohttp
 
@@ -41,6 +43,33 @@ HOLDER = textwrap.dedent(
 )
 
 
+@contextlib.asynccontextmanager
+async def approvals_locked(database_url: str) -> AsyncIterator[None]:
+    """Another process holds the database's write lock (``HOLDER``: on PostgreSQL the
+    ``approvals`` table in ACCESS EXCLUSIVE mode) for as long as the block runs."""
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        HOLDER,
+        database_url,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert (await asyncio.wait_for(holder.stdout.readline(), 30)).strip() == b"locked"
+        yield
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.close()
+        if holder.returncode is None:
+            try:
+                await asyncio.wait_for(holder.wait(), 10)
+            except TimeoutError:
+                holder.kill()
+                await holder.wait()
+
+
 async def pipeline_post(url: str, body: str) -> tuple[int, dict[str, str]]:
     """What a pipeline with a 10 s timeout does: POST, and give up if no answer comes."""
     timeout = aiohttp.ClientTimeout(total=PIPELINE_TIMEOUT)
@@ -65,24 +94,10 @@ async def test_a_callback_during_a_write_lock_answers_503_and_its_retry_202(
     (wait,) = await repo.pending_waits()
     callback = f"{bot.url}/callbacks/{url.rsplit('/', 1)[1]}"
 
-    holder = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        HOLDER,
-        deployment.database_url,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdin is not None
-        assert (await asyncio.wait_for(holder.stdout.readline(), 30)).strip() == b"locked"
+    async with approvals_locked(deployment.database_url):
         status, headers = await pipeline_post(callback, "deploy-of-shop-succeeded")
         assert status == 503, status
         assert int(headers["Retry-After"]) >= 1
-    finally:
-        if holder.stdin is not None:
-            holder.stdin.close()
-        await holder.wait()
     stored = await repo.get_approval(wait.id)
     assert stored is not None and stored.status == "pending", "a 503 recorded the body"
 

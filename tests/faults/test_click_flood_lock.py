@@ -13,7 +13,6 @@ once. (Before reads waited for their cancellation's acknowledgement, 1 run in 5 
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from tests.faults.harness import (
     quiet_sweeps,
     request,
 )
-from tests.faults.test_callback_busy import HOLDER
+from tests.faults.test_callback_busy import approvals_locked
 
 CLICKS = 150
 TRY_AGAIN = "Please try again"
@@ -80,17 +79,7 @@ async def test_a_burst_of_clicks_behind_a_lock_is_told_to_try_again_and_leaves_n
     cards = [await deployment.card(ts) for ts in threads]
     await quiet_sweeps(deployment, 3)  # the cards' own writes (DM copies, reach) all done
 
-    holder = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        HOLDER,
-        deployment.database_url,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdin is not None
-        assert (await asyncio.wait_for(holder.stdout.readline(), 30)).strip() == b"locked"
+    async with approvals_locked(deployment.database_url):
         observer = await asyncpg.connect(
             deployment.database_url.replace("postgresql+asyncpg://", "postgresql://")
         )
@@ -116,10 +105,6 @@ async def test_a_burst_of_clicks_behind_a_lock_is_told_to_try_again_and_leaves_n
         # a click's read of its approval must not.
         reads = await blocked_by(deployment.database_url, holder_pid, READ_OF_AN_APPROVAL)
         assert reads == 0, f"{reads} clicks' reads still wait behind the lock"
-    finally:
-        if holder.returncode is None:
-            holder.kill()
-            await holder.wait()
 
     for card in cards:
         reply = await deployment.slack.click(APPROVER, card, "approval_approve")
