@@ -1,7 +1,11 @@
 """A click that settles a pause reads its approval once before the settlement: the read that
 checks where the click came from (``approval_clicked_here``) is the one the policy check uses
 (``Runner.decide``'s and ``Runner.answer``'s ``read``), so on PostgreSQL a click costs one
-time-limited read (one round trip) less. Counted on the wire (tests.support.statements)."""
+time-limited read (one round trip) less. Counted on the wire (tests.support.statements), as is
+what a click sends between its Approve and its answer in the thread: every write but the
+decision is one statement in autocommit (one round trip, no BEGIN or COMMIT), the decision is
+the one transaction, under the click's time limit, and the card is edited from the row the
+decision returned (docs/benchmarks.md, "Where a click's time goes")."""
 
 from __future__ import annotations
 
@@ -73,3 +77,29 @@ async def test_a_question_answered_by_a_click_reads_it_once(slack: Harness) -> N
         await slack.settle()
     assert reads_before_the_settlement(sent) == 1
     assert any("You answered: us" in t for t in slack.ephemeral_texts("U0REQUESTER"))
+
+
+async def test_from_click_to_answer_only_the_decision_opens_a_transaction(
+    slack: Harness,
+) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "web"})))
+    [card] = slack.cards()
+    with statements() as sent:
+        click = await slack.server.click("U0APPROVER1", card, "approval_approve")
+        assert click.status == 200
+        await slack.settle()
+    assert executed("restart_service") == [{"service": "web"}]
+    # The answer's claim returns its thread itself: no read of the run beside it.
+    [claim] = [i for i, s in enumerate(sent) if s.startswith("UPDATE run_answers SET claimed")]
+    begins = [s for s in sent[: claim + 1] if s.startswith("BEGIN")]
+    assert len(begins) == 1 and "statement_timeout" in begins[0], begins
+    assert sent.count("COMMIT") == 1
+    # The card is edited from the row the decision returned, then read once to check that
+    # the edit shows the last state; the resume's first write comes after.
+    decided = next(i for i, s in enumerate(sent) if "UPDATE approvals SET status" in s)
+    executing = next(i for i, s in enumerate(sent) if "SET status = 'executing'" in s)
+    between = sent[decided:executing]
+    assert sum(s.endswith("FROM approvals WHERE id = $1") for s in between) == 1, between
+    # Once posted, the answer's row goes with the progress message it replaced, at once.
+    assert [s for s in sent if s.startswith("DELETE FROM run_answers")] == []
+    assert any(s.startswith("WITH gone AS (DELETE FROM run_answers") for s in sent)
