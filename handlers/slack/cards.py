@@ -72,12 +72,9 @@ class Cards:
 
     async def card_content(self, approval: Approval) -> tuple[str, list[dict[str, Any]]]:
         """An approval's card as it stands: with what other rows add (grants, escalation)."""
+        text, blocks = await self._render(approval)
         card_id = approval.batch_id or approval.id  # a batch's reach is its first row's
-        # Two reads of their own (the grants a decorator adds, the reach): at once.
-        (text, blocks), reach = await asyncio.gather(
-            self._render(approval), self.repo.reach_of(card_id)
-        )
-        return text, blocks + reach_blocks(approval, reach)
+        return text, blocks + reach_blocks(approval, await self.repo.reach_of(card_id))
 
     async def card_metadata(self, approval: Approval) -> dict[str, Any]:
         """The card's message metadata (handlers.blocks.metadata), from all a batch's rows."""
@@ -222,20 +219,15 @@ class Cards:
         places = []
         if approval.card_ts and approval.card_channel:
             places.append((approval.card_channel, approval.card_ts))
-        # Its DM copies (handlers.slack.reach), wherever they were posted from, read with
-        # what the card shows: on a click's path to its run's resume, one round trip rather
-        # than one after another (docs/benchmarks.md, a click's time).
-        messages, (text, blocks), metadata = await asyncio.gather(
-            self.repo.approval_messages(approval.id),
-            self.card_content(approval),
-            self.card_metadata(approval),
-        )
-        copies = {(c.channel, c.ts) for c in messages}
+        # Its DM copies (handlers.slack.reach), wherever they were posted from.
+        copies = {(c.channel, c.ts) for c in await self.repo.approval_messages(approval.id)}
         places += sorted(copies - set(places))
         if clicked is not None and clicked not in places:
             places.append(clicked)
         if not places:
             return True
+        text, blocks = await self.card_content(approval)
+        metadata = await self.card_metadata(approval)
 
         async def edit(channel: str, ts: str) -> bool:
             shown = copy_blocks(approval) + blocks if (channel, ts) in copies else blocks
