@@ -124,7 +124,11 @@ class Cards:
                 exc,
             )
         else:
-            await self.repo.set_card(approval.id, channel=response["channel"], ts=response["ts"])
+            place = {"channel": response["channel"], "ts": response["ts"]}
+            if not await self.repo.set_card(approval.id, **place):
+                # Settled while it was being posted, by someone who had no card to edit then:
+                # it shows the claimed (pending) row, buttons and all, until edited now.
+                await self.refresh_card(approval.id)
         if self.on_card_posted is not None:
             self.on_card_posted(approval)
 

@@ -122,8 +122,11 @@ CANCEL_UNRUNNABLE = (
 )
 # A batch card (storage.stores.batches) is every row's of its batch: the batch's id is its
 # first row's, so ``batch_id = :id`` finds the others (none for an approval of its own).
+# Each row's status as it is once the card is on record: one settled while the card was being
+# posted (its decider found no card to edit) has a card to edit now (CardStore.set_card).
 SET_CARD = (
-    "UPDATE approvals SET card_channel = :channel, card_ts = :ts WHERE id = :id OR batch_id = :id"
+    "UPDATE approvals SET card_channel = :channel, card_ts = :ts WHERE id = :id OR batch_id = :id "
+    "RETURNING status"
 )
 # A card someone clicked, for an approval with no card on record (its poster died after Slack
 # took the card and before its ts was stored): that message becomes the card.

@@ -72,11 +72,20 @@ class CardStore:
 
         return await self.database.run(body, WRITE_ONE)
 
-    async def set_card(self, approval_id: str, *, channel: str, ts: str) -> None:
-        def body(tx: Tx) -> None:
-            tx.execute(SET_CARD, {"id": approval_id, "channel": channel, "ts": ts})
+    async def set_card(self, approval_id: str, *, channel: str, ts: str) -> bool:
+        """Record where the card was posted; False when a row it shows is no longer pending.
 
-        await self.database.run(body, WRITE_ONE)
+        A decision (from a list, the App Home, the API, the CLI), an expiry or a cancel that
+        lands between the card's claim and this record found no card to edit: its card was
+        posted showing the row as claimed, pending, buttons and all. Both are one statement
+        on the row, so either the decision sees this card on record (and edits it) or this
+        sees the decision (and the poster edits it)."""
+
+        def body(tx: Tx) -> bool:
+            rows = tx.all(SET_CARD, {"id": approval_id, "channel": channel, "ts": ts})
+            return all(row[0] == "pending" for row in rows)
+
+        return await self.database.run(body, WRITE_ONE)
 
     async def card_edited(self, approval_id: str, *, before: datetime) -> None:
         """The card shows the approval as read at ``before``: votes marked until then are on it."""
