@@ -277,4 +277,8 @@ def _card_state(approval: Approval) -> tuple[object, ...]:
         tuple(approval.approvers),
         # Quorum progress: an edit of an earlier vote may land after a later vote's.
         tuple(approval.approved_by or ()),
+        # The arguments it asks about (every edit binds them anew): two edits of a call that
+        # stays pending (a quorum's) change nothing else above.
+        approval.payload_hash,
+        approval.min_approvals,
     )
