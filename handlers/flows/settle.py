@@ -157,6 +157,18 @@ async def answer_from_slack(
     )
 
 
+def failed_after_the_decision(subject: str, what: str, failure: BaseException) -> None:
+    """Log what failed after a decision was stored, which must not keep its claimed resume
+    from starting (a cancellation still ends the work): the database's failure in a line,
+    anything else with its traceback."""
+    if isinstance(failure, asyncio.CancelledError):
+        raise failure
+    if isinstance(failure, DATABASE_FAILURES):
+        log.error("%s: %s failed (%s)", subject, what, failure)
+    else:
+        log.error("%s: %s failed", subject, what, exc_info=failure)
+
+
 class NotAChoice(DecisionRefused):
     """A click that names no stored choice: a crafted or stale request."""
 
@@ -246,10 +258,19 @@ async def settle_from_slack(
 
     # The card's edit and the clicker's answer at once, both from the stored decision: one
     # Slack round trip less before the run resumes (docs/benchmarks.md, a click's time).
-    await asyncio.gather(show(), tell(done(decision.approval)))
+    # The decision is stored and its resume claimed by this worker: neither failing (the
+    # database or Slack out of reach a moment) may leave the run waiting for its lease to
+    # run out. The card is edited again as the run moves on; a step's completion is an outbox.
+    shown = await asyncio.gather(show(), tell(done(decision.approval)), return_exceptions=True)
+    for what, failure in zip(("the card's edit", "the clicker's answer"), shown, strict=True):
+        if isinstance(failure, BaseException):
+            failed_after_the_decision(f"approval {approval_id}", what, failure)
     if services.steps is not None and decision.approval.status != "pending":
         # A Workflow Builder step's approval: its step completes now (the outbox retries).
-        await services.steps.complete_approval(approval_id)
+        try:
+            await services.steps.complete_approval(approval_id)
+        except Exception as failure:
+            failed_after_the_decision(f"approval {approval_id}", "the step's completion", failure)
     if decision.resume_claimed:
         await resume_and_publish(services, decision.approval.run_id, resuming)
     if services.people is not None:

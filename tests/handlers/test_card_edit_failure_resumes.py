@@ -1,0 +1,66 @@
+"""A decision's card edit that fails on the database must not hold up the run it resumes.
+
+After a decision the card is edited and the clicker answered (``handlers.flows.settle``); the
+first of them to raise used to end the click's work there, before the resume this decision
+claimed: the run then waited for its lease to run out (5 minutes by default) for a sweeper to
+take it over. The failure here is the database's own: a table the card's edit reads (and the
+decision and the resume do not) is renamed away before the click.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from storage.repository import Repository
+from tests.conftest import make_config
+from tests.support.ops_tools import executed
+from tests.support.scripted_model import calls
+from tests.support.slack_harness import Harness, running_bot
+
+
+@pytest.fixture
+async def slack(repo: Repository) -> AsyncIterator[Harness]:
+    async with running_bot(make_config(), repo) as harness:
+        yield harness
+
+
+async def test_an_approve_whose_card_edit_fails_still_runs_the_call(
+    slack: Harness, repo: Repository
+) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "web"})))
+    [card] = slack.cards()
+    # The card's edit reads the approval's escalation (reach): it fails from now on.
+    await repo.database.execute_sql("ALTER TABLE approval_reach RENAME TO approval_reach_gone")
+    click = await slack.server.click("U0APPROVER1", card, "approval_approve")
+    assert click.status == 200
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "web"}]
+    assert any("Approved" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+
+
+TWELVE = calls(*[("restart_service", {"service": f"svc-{i:02d}"}) for i in range(12)])
+
+
+@pytest.fixture
+async def batched(repo: Repository) -> AsyncIterator[Harness]:
+    async with running_bot(make_config(max_approvals_per_turn=30), repo) as harness:
+        yield harness
+
+
+async def test_approve_all_whose_card_edit_fails_still_runs_the_calls(
+    batched: Harness, repo: Repository
+) -> None:
+    slack = batched
+    await slack.mention("U0REQUESTER", TWELVE)
+    [card] = [
+        m
+        for m in slack.server.messages
+        if m.channel == "C0OPS" and any(b.get("block_id") == "batch_summary" for b in m.blocks)
+    ]
+    await repo.database.execute_sql("ALTER TABLE approval_reach RENAME TO approval_reach_gone")
+    await slack.server.click("U0APPROVER1", card, "batch_approve_all")
+    await slack.settle()
+    assert len(executed("restart_service")) == 12
+    assert any("You approved 12" in t for t in slack.ephemeral_texts("U0APPROVER1"))
