@@ -28,3 +28,17 @@ async def deployment(
         yield deployment
     finally:
         await deployment.close()
+
+
+@pytest.fixture
+async def replicas(
+    slack: SlackServer, postgres_database: str, tmp_path: Path
+) -> AsyncIterator[Deployment]:
+    """Bot processes on one PostgreSQL database of their own (``postgres_database``), as
+    replicas run. No process dies in the tests that use it: a long lease keeps a busy
+    machine from handing runs over."""
+    deployment = Deployment(slack, postgres_database, tmp_path, run_lease="30s")
+    try:
+        yield deployment
+    finally:
+        await deployment.close()

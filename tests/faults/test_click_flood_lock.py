@@ -13,13 +13,9 @@ once. (Before reads waited for their cancellation's acknowledgement, 1 run in 5 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import asyncpg
-import pytest
 
-from playground.slack_server import SlackServer
 from tests.faults.harness import (
     APPROVER,
     PATIENCE,
@@ -33,18 +29,6 @@ from tests.faults.test_callback_busy import approvals_locked
 
 CLICKS = 150
 TRY_AGAIN = "Please try again"
-
-
-@pytest.fixture
-async def on_postgres(
-    slack: SlackServer, postgres_database: str, tmp_path: Path
-) -> AsyncIterator[Deployment]:
-    # No process dies here: a long lease keeps a busy machine from handing runs over.
-    deployment = Deployment(slack, postgres_database, tmp_path, run_lease="30s")
-    try:
-        yield deployment
-    finally:
-        await deployment.close()
 
 
 # A click's read of its approval as the server shows it (storage.sql.approvals).
@@ -68,9 +52,9 @@ async def blocked_by(database_url: str, holder_pid: int, query: str) -> int:
 
 
 async def test_a_burst_of_clicks_behind_a_lock_is_told_to_try_again_and_leaves_nothing_waiting(
-    on_postgres: Deployment,
+    replicas: Deployment,
 ) -> None:
-    deployment = on_postgres
+    deployment = replicas
     await deployment.start()
     threads = []
     for n in range(CLICKS):

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest
-
-from playground.slack_server import Message, SlackServer
+from playground.slack_server import Message
 from storage.hashes import fingerprint
 from tests.faults.harness import (
     APPROVER,
@@ -31,17 +27,6 @@ from tests.faults.harness import (
 
 TURNS = 12
 CALLS = 6
-
-
-@pytest.fixture
-async def replicas(
-    slack: SlackServer, postgres_database: str, tmp_path: Path
-) -> AsyncIterator[Deployment]:
-    deployment = Deployment(slack, postgres_database, tmp_path, run_lease="30s")
-    try:
-        yield deployment
-    finally:
-        await deployment.close()
 
 
 def batch_cards(deployment: Deployment, ts: str) -> list[Message]:

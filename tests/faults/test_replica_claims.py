@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from playground.slack_server import BotReply, SlackServer
 from tests.faults.harness import (
@@ -30,17 +26,6 @@ from tests.faults.harness import (
 )
 
 EVENTS = 50
-
-
-@pytest.fixture
-async def replicas(
-    slack: SlackServer, postgres_database: str, tmp_path: Path
-) -> AsyncIterator[Deployment]:
-    deployment = Deployment(slack, postgres_database, tmp_path, run_lease="30s")
-    try:
-        yield deployment
-    finally:
-        await deployment.close()
 
 
 async def to_both(slack: SlackServer, payload: dict[str, Any], urls: list[str]) -> list[BotReply]:

@@ -32,18 +32,6 @@ TURNS = 200
 CONCURRENT_TURNS = 8
 
 
-@pytest.fixture
-async def replicas(
-    slack: SlackServer, postgres_database: str, tmp_path: Path
-) -> AsyncIterator[Deployment]:
-    # No process dies here: a long lease keeps a busy machine from handing runs over.
-    deployment = Deployment(slack, postgres_database, tmp_path, run_lease="30s")
-    try:
-        yield deployment
-    finally:
-        await deployment.close()
-
-
 def card_for(cards: list[Message], service: str) -> Message:
     """The card whose arguments name ``service``."""
     shown = f'"service": "{service}"'
