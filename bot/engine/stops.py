@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import llm
-from llm.parts import Message
+from llm.parts import Message, ToolCallPart
 
 from bot.config import Config
 from bot.engine.batches import batched
@@ -34,9 +34,25 @@ from bot.engine.transcript import stored
 from bot.gate import TurnContext, hold_requested
 from bot.ops import failpoint
 from storage.models import Run
+from storage.records import ApprovalDraft
 from storage.repository import LeaseLost, Repository, RunHeld
 
 log = logging.getLogger(__name__)
+
+
+def in_response_order(drafts: list[ApprovalDraft], history: list[Message]) -> list[ApprovalDraft]:
+    """``drafts`` in the order their calls came in the response: the calls of one response
+    run concurrently (``llm`` gathers async tools) and draft as each reaches its gate, so
+    without this the rows, cards and children of one response came in a different order
+    from one run to the next."""
+    if len(drafts) < 2:
+        return drafts
+    for message in reversed(history):
+        calls = [p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart)]
+        if message.role == "assistant" and calls:
+            position = {call_id: index for index, call_id in enumerate(calls)}
+            return sorted(drafts, key=lambda d: position.get(d.tool_call_id, len(calls)))
+    return drafts
 
 
 class Stops:
@@ -75,7 +91,7 @@ class Stops:
             )
             if d.child is not None
             else d
-            for d in turn.drafts
+            for d in in_response_order(turn.drafts, history)
         ]
         now = self.leases.clock()
         try:

@@ -26,6 +26,7 @@ PAUSE_TOOLS = [
     "tests.support.pause_tools:start_deploy_async",
     "tests.support.pause_tools:peek_url",
     "tests.support.pause_tools:endless_deploy",
+    "tests.support.pause_tools:slow_deploy_async",
 ]
 
 
@@ -55,6 +56,22 @@ def token_of(url: str) -> str:
     prefix = "https://bot.example.com/callbacks/"
     assert url.startswith(prefix)
     return url[len(prefix) :]
+
+
+async def test_a_responses_pauses_are_stored_in_the_order_it_asked_for_them(
+    runner: Runner,
+) -> None:
+    # The calls run concurrently: the second reaches its pause first.
+    outcome = await runner.start(
+        request(
+            calls(
+                ("slow_deploy_async", {"service": "first", "seconds": 0.05}),
+                ("slow_deploy_async", {"service": "second", "seconds": 0}),
+            )
+        )
+    )
+    assert [c["service"] for c in executed("slow_deploy_async")] == ["second", "first"]
+    assert [a.arguments["service"] for a in outcome.new_approvals] == ["first", "second"]
 
 
 @pytest.mark.parametrize("tool", ["start_deploy", "start_deploy_async"])

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
@@ -53,6 +54,15 @@ async def start_deploy_async(service: str) -> str:
     ops_tools.EXECUTED.append(("start_deploy_async", {"service": service}))
     _hand_out(callback_url())
     raise WaitForCallback(f"async deploy of {service}")
+
+
+async def slow_deploy_async(service: str, seconds: float) -> str:
+    """Start a deploy after ``seconds``: the calls of one response reach their pauses in
+    another order than they were asked in."""
+    await asyncio.sleep(seconds)
+    ops_tools.EXECUTED.append(("slow_deploy_async", {"service": service}))
+    _hand_out(callback_url())
+    raise WaitForCallback(f"slow deploy of {service}")
 
 
 def peek_url(service: str) -> str:
