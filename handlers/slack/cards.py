@@ -157,6 +157,7 @@ class Cards:
         *,
         clicked: CardPlace | None = None,
         stored: Approval | None = None,
+        due: bool = False,
     ) -> None:
         """Edit a card in place to show the approval as it is now (buttons gone once decided).
 
@@ -168,6 +169,9 @@ class Cards:
         decision), which saves reading it again on a click's path; the read after the edit
         still catches any later change. Not for a quorum's card, whose sweep marks are
         cleared by what was read when (``card_edited``): that one is always read here.
+
+        ``due``: the sweeper's edit of a card marked due (:meth:`edit_cards_due`), whose mark
+        the edit clears. An edit Slack refuses for now marks its card due.
         """
         read_at = utcnow()
         if stored is not None and stored.id == approval_id and (stored.min_approvals or 1) <= 1:
@@ -184,7 +188,7 @@ class Cards:
         # if it moved on meanwhile: the last edit then shows the last state.
         if approval.batch_id and approval.batch_id != approval.id:
             # A batch's card is its first row's: edit it once, from all the batch's rows.
-            await self.refresh_card(approval.batch_id, clicked=clicked)
+            await self.refresh_card(approval.batch_id, clicked=clicked, due=due)
             return
         state = await self._state(approval)
         for _ in range(_CARD_EDIT_ROUNDS):
@@ -193,8 +197,12 @@ class Cards:
             latest = await self.repo.get_approval(approval_id)
             latest_state = await self._state(latest) if latest is not None else None
             if latest is None or latest_state is None or latest_state == state:
-                if edited and (approval.min_approvals or 1) > 1:
-                    # The votes read then are on the card: the sweeper need not edit it
+                if not edited:
+                    # Slack refused it for now (an outage, 429s past the client's retries):
+                    # without a mark, a decided card kept its buttons until someone clicked.
+                    await self.repo.card_edit_failed(approval.id, now=utcnow())
+                elif due or (approval.min_approvals or 1) > 1:
+                    # What was read then is on the card: the sweeper need not edit it
                     # (a batch's card shows every call's votes).
                     for shown_id in await self._rows_on_card(approval):
                         await self.repo.card_edited(shown_id, before=read_at)
@@ -214,9 +222,10 @@ class Cards:
 
     async def edit_cards_due(self) -> None:
         """The sweeper's part: edit the cards of votes whose own edit never came (their
-        replica died between the vote's commit and the edit, or Slack failed it)."""
+        replica died between the vote's commit and the edit, or Slack failed it), and of any
+        other edit Slack failed."""
         for approval_id in await self.repo.card_edits_due(before=utcnow() - CARD_EDIT_GRACE):
-            await self.refresh_card(approval_id)
+            await self.refresh_card(approval_id, due=True)
 
     async def _edit_card(self, approval: Approval, clicked: CardPlace | None) -> bool:
         """Edit the card and its copies; False when the card on record could not be edited."""

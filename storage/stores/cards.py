@@ -2,8 +2,9 @@
 
 Owns the ``approvals`` columns ``card_channel``, ``card_ts`` and ``card_claimed_until`` (the
 card outbox: a poster claims a card with a conditional UPDATE, posts it, then records it; one
-that died lets its claim run out and the sweeper posts it), and clears ``card_edits_due``
-(marked by a quorum vote, :mod:`.votes`) once an edit of the card shows the vote.
+that died lets its claim run out and the sweeper posts it), and ``card_edits_due``: marked by
+a quorum vote (:mod:`.votes`) or by a card edit Slack refused for now, cleared once an edit
+of the card shows the approval as it was then.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from storage.sql.approvals import (
     REQUEST_CARDS_TO_POST,
     SET_CARD,
 )
-from storage.sql.votes import CARD_EDITS_DUE, CLEAR_CARD_EDIT_DUE
+from storage.sql.votes import CARD_EDITS_DUE, CLEAR_CARD_EDIT_DUE, MARK_CARD_EDIT_DUE
 from storage.stores.rows import APPROVALS
 
 WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
@@ -95,8 +96,18 @@ class CardStore:
 
         await self.database.run(body, WRITE_ONE)
 
+    async def card_edit_failed(self, approval_id: str, *, now: datetime) -> None:
+        """Slack refused an edit of the card for now: a later sweep edits it (one that fails
+        again moves the mark on, so a Slack outage is retried a grace apart, not in a loop)."""
+
+        def body(tx: Tx) -> None:
+            tx.execute(MARK_CARD_EDIT_DUE, {"id": approval_id, "now": now})
+
+        await self.database.run(body, WRITE_ONE)
+
     async def card_edits_due(self, *, before: datetime, limit: int = 100) -> list[str]:
-        """Approvals whose card a vote changed before ``before`` and no edit has shown since."""
+        """Approvals whose card a vote changed, or an edit failed, before ``before`` and no
+        edit has shown since."""
 
         def body(tx: Tx) -> list[str]:
             return [r[0] for r in tx.all(CARD_EDITS_DUE, {"before": before, "limit": limit})]

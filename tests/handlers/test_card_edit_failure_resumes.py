@@ -1,4 +1,5 @@
-"""A decision's card edit that fails on the database must not hold up the run it resumes.
+"""A decision's card edit that fails must not hold up the run it resumes, nor leave the card
+showing buttons once Slack takes edits again.
 
 After a decision the card is edited and the clicker answered (``handlers.flows.settle``); the
 first of them to raise used to end the click's work there, before the resume this decision
@@ -9,15 +10,20 @@ decision and the resume do not) is renamed away before the click.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
+from freezegun import freeze_time
 
+from handlers.flows import sweep_once
+from playground.slack_server import SlackServer
 from storage.repository import Repository
 from tests.conftest import make_config
 from tests.support.ops_tools import executed
 from tests.support.scripted_model import calls
-from tests.support.slack_harness import Harness, running_bot
+from tests.support.slack_harness import SECRET, Harness, running_bot
 
 
 @pytest.fixture
@@ -64,3 +70,45 @@ async def test_approve_all_whose_card_edit_fails_still_runs_the_calls(
     await slack.settle()
     assert len(executed("restart_service")) == 12
     assert any("You approved 12" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+
+
+async def test_a_deny_whose_card_edit_slack_failed_is_shown_by_a_later_sweep(
+    repo: Repository,
+) -> None:
+    """Slack refuses the decision's card edit for now (429s past the client's retries): the
+    card is marked due and a sweep after the grace takes its buttons away; nobody clicks."""
+    with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
+        server = SlackServer(signing_secret=SECRET)
+        await server.start()
+        try:
+            async with running_bot(make_config(), repo, server=server) as slack:
+                await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+                [card] = slack.cards()
+                await server.click("U0APPROVER1", card, "approval_deny")
+                [form] = [v for v in server.views.values() if v.user == "U0APPROVER1"]
+                server.rate_limit("chat.update", times=4, retry_after=0)
+                await server.submit_view("U0APPROVER1", form.id, DENY_FORM)
+                await slack.settle()
+                assert executed("restart_service") == []
+                assert "approval_approve" in card_json(server, card.ts), "the edit failed"
+                clock.tick(timedelta(minutes=1))
+                await sweep_once(slack.bot.services)
+                await slack.settle()
+                shown = card_json(server, card.ts)
+                assert "approval_approve" not in shown and "Denied" in shown
+                updates = len(server.calls_to("chat.update"))
+                clock.tick(timedelta(minutes=1))
+                await sweep_once(slack.bot.services)  # edited and unmarked: not edited again
+                await slack.settle()
+                assert len(server.calls_to("chat.update")) == updates
+        finally:
+            await server.stop()
+
+
+DENY_FORM = {"deny_reason": {"reason": {"type": "plain_text_input", "value": "not now"}}}
+
+
+def card_json(server: SlackServer, ts: str) -> str:
+    card = server.message("C0OPS", ts)
+    assert card is not None
+    return json.dumps(card.blocks)
