@@ -158,8 +158,9 @@ class Cards:
         clicked: CardPlace | None = None,
         stored: Approval | None = None,
         due: bool = False,
-    ) -> None:
-        """Edit a card in place to show the approval as it is now (buttons gone once decided).
+    ) -> bool:
+        """Edit a card in place to show the approval as it is now (buttons gone once decided);
+        False when Slack refused the edit for now.
 
         ``clicked``: the message a click came from. When it is not the card on record (a
         second card, posted after a crash hid the first), it is edited too, so no card of a
@@ -179,7 +180,7 @@ class Cards:
         else:
             approval = await self.repo.get_approval(approval_id)
         if approval is None:
-            return
+            return True
         if self.on_change is not None:
             self.on_change(approval)
         # Two workers may edit one card at once (a decider showing "approved" on one replica,
@@ -188,26 +189,26 @@ class Cards:
         # if it moved on meanwhile: the last edit then shows the last state.
         if approval.batch_id and approval.batch_id != approval.id:
             # A batch's card is its first row's: edit it once, from all the batch's rows.
-            await self.refresh_card(approval.batch_id, clicked=clicked, due=due)
-            return
+            return await self.refresh_card(approval.batch_id, clicked=clicked, due=due)
         state = await self._state(approval)
         for _ in range(_CARD_EDIT_ROUNDS):
-            edited = await self._edit_card(approval, clicked)
+            if not await self._edit_card(approval, clicked):
+                # Slack refused it for now (an outage, 429s past the client's retries):
+                # without a mark, a decided card kept its buttons until someone clicked.
+                await self.repo.card_edit_failed(approval.id, now=utcnow())
+                return False
             latest_at = utcnow()
             latest = await self.repo.get_approval(approval_id)
             latest_state = await self._state(latest) if latest is not None else None
             if latest is None or latest_state is None or latest_state == state:
-                if not edited:
-                    # Slack refused it for now (an outage, 429s past the client's retries):
-                    # without a mark, a decided card kept its buttons until someone clicked.
-                    await self.repo.card_edit_failed(approval.id, now=utcnow())
-                elif due or (approval.min_approvals or 1) > 1:
+                if due or (approval.min_approvals or 1) > 1:
                     # What was read then is on the card: the sweeper need not edit it
                     # (a batch's card shows every call's votes).
                     for shown_id in await self._rows_on_card(approval):
                         await self.repo.card_edited(shown_id, before=read_at)
-                return
+                return True
             approval, read_at, state = latest, latest_at, latest_state
+        return True
 
     async def _rows_on_card(self, approval: Approval) -> list[str]:
         if approval.batch_id:
@@ -223,9 +224,12 @@ class Cards:
     async def edit_cards_due(self) -> None:
         """The sweeper's part: edit the cards of votes whose own edit never came (their
         replica died between the vote's commit and the edit, or Slack failed it), and of any
-        other edit Slack failed."""
+        other edit Slack failed). The first that Slack refuses again ends this sweep's edits:
+        through an outage, the rest would each wait out the client's retries too, and hold
+        up the sweeps that expire approvals and take over runs."""
         for approval_id in await self.repo.card_edits_due(before=utcnow() - CARD_EDIT_GRACE):
-            await self.refresh_card(approval_id, due=True)
+            if not await self.refresh_card(approval_id, due=True):
+                return
 
     async def _edit_card(self, approval: Approval, clicked: CardPlace | None) -> bool:
         """Edit the card and its copies; False when the card on record could not be edited."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from freezegun import freeze_time
@@ -84,11 +85,8 @@ async def test_a_deny_whose_card_edit_slack_failed_is_shown_by_a_later_sweep(
             async with running_bot(make_config(), repo, server=server) as slack:
                 await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
                 [card] = slack.cards()
-                await server.click("U0APPROVER1", card, "approval_deny")
-                [form] = [v for v in server.views.values() if v.user == "U0APPROVER1"]
                 server.rate_limit("chat.update", times=4, retry_after=0)
-                await server.submit_view("U0APPROVER1", form.id, DENY_FORM)
-                await slack.settle()
+                await deny(slack, card)
                 assert executed("restart_service") == []
                 assert "approval_approve" in card_json(server, card.ts), "the edit failed"
                 clock.tick(timedelta(minutes=1))
@@ -103,6 +101,53 @@ async def test_a_deny_whose_card_edit_slack_failed_is_shown_by_a_later_sweep(
                 assert len(server.calls_to("chat.update")) == updates
         finally:
             await server.stop()
+
+
+async def test_an_outage_ends_a_sweeps_card_edits_at_the_first_refusal(
+    repo: Repository,
+) -> None:
+    """Two decided cards marked while Slack refused edits: a sweep that meets Slack refusing
+    again stops at the first card instead of waiting out the client's retries for each."""
+    with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
+        server = SlackServer(signing_secret=SECRET)
+        await server.start()
+        try:
+            async with running_bot(make_config(), repo, server=server) as slack:
+                for service in ("db", "web"):
+                    await slack.mention(
+                        "U0REQUESTER", calls(("restart_service", {"service": service}))
+                    )
+                cards = slack.cards()
+                assert len(cards) == 2
+                for card in cards:
+                    server.rate_limit("chat.update", times=4, retry_after=0)
+                    await deny(slack, card)
+                clock.tick(timedelta(minutes=1))
+                server.rate_limit("chat.update", times=4, retry_after=0)
+                attempts = len(server.calls_to("chat.update"))
+                await sweep_once(slack.bot.services)
+                await slack.settle()
+                tried = {
+                    c.args["ts"]
+                    for c in server.calls_to("chat.update")[attempts:]
+                    if c.args["ts"] in {card.ts for card in cards}
+                }
+                assert len(tried) == 1, "one card tried"
+                clock.tick(timedelta(minutes=1))
+                await sweep_once(slack.bot.services)
+                await slack.settle()
+                for card in cards:
+                    assert "approval_approve" not in card_json(server, card.ts)
+        finally:
+            await server.stop()
+
+
+async def deny(slack: Harness, card: Any) -> None:
+    """Deny ``card`` through its form, as U0APPROVER1."""
+    await slack.server.click("U0APPROVER1", card, "approval_deny")
+    [form] = [v for v in slack.server.views.values() if v.user == "U0APPROVER1" and not v.closed]
+    await slack.server.submit_view("U0APPROVER1", form.id, DENY_FORM)
+    await slack.settle()
 
 
 DENY_FORM = {"deny_reason": {"reason": {"type": "plain_text_input", "value": "not now"}}}
