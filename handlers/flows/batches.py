@@ -19,7 +19,7 @@ from handlers.blocks import refusal_text, shown_name
 from handlers.flows.clicks import GROUPS_UNKNOWN, ClickPlace, Tell, approval_clicked_here
 from handlers.flows.quorum import VOTERS_UNKNOWN, VotersUnknown, voters_no_longer_allowed
 from handlers.flows.runs import after_expiry, resume_and_publish
-from handlers.flows.settle import DECISION_FAILED, failed_after_the_decision
+from handlers.flows.settle import DECISION_FAILED, after_the_decision
 from handlers.services import Services
 from handlers.slack import CardPlace, GroupLookupFailed
 from storage.repository import DATABASE_FAILURES, time_limit
@@ -94,11 +94,12 @@ async def decide_batch_from_slack(
             # The current card shows what there is to decide now.
             await services.publisher.cards.refresh_card(batch_id, clicked=clicked)
         return
-    try:
-        await services.publisher.cards.refresh_card(batch_id, clicked=clicked)
-    except Exception as failure:  # the decisions are stored: their resume must still start
-        failed_after_the_decision(f"batch {batch_id}", "the card's edit", failure)
-    await tell(done_text(decision))
+    # The decisions are stored: neither failing may keep their resume from starting.
+    await after_the_decision(
+        f"batch {batch_id}",
+        ("the card's edit", services.publisher.cards.refresh_card(batch_id, clicked=clicked)),
+        ("the clicker's answer", tell(done_text(decision))),
+    )
     if decision.resume_claimed:
         await resume_and_publish(services, lead.run_id)
     for expiry in decision.expiries:

@@ -157,16 +157,19 @@ async def answer_from_slack(
     )
 
 
-def failed_after_the_decision(subject: str, what: str, failure: BaseException) -> None:
-    """Log what failed after a decision was stored, which must not keep its claimed resume
-    from starting (a cancellation still ends the work): the database's failure in a line,
-    anything else with its traceback."""
-    if isinstance(failure, asyncio.CancelledError):
-        raise failure
-    if isinstance(failure, DATABASE_FAILURES):
-        log.error("%s: %s failed (%s)", subject, what, failure)
-    else:
-        log.error("%s: %s failed", subject, what, exc_info=failure)
+async def after_the_decision(subject: str, *work: tuple[str, Awaitable[object]]) -> None:
+    """Do each ``(what, awaitable)`` at once, after a decision was stored: none failing (the
+    database or Slack out of reach a moment) may keep the resume it claimed from starting,
+    so each failure is logged, the database's in a line, anything else with its traceback;
+    a cancellation still ends the work."""
+    outcomes = await asyncio.gather(*(awaitable for _, awaitable in work), return_exceptions=True)
+    for (what, _), failure in zip(work, outcomes, strict=True):
+        if isinstance(failure, asyncio.CancelledError):
+            raise failure
+        if isinstance(failure, DATABASE_FAILURES):
+            log.error("%s: %s failed (%s)", subject, what, failure)
+        elif isinstance(failure, BaseException):
+            log.error("%s: %s failed", subject, what, exc_info=failure)
 
 
 class NotAChoice(DecisionRefused):
@@ -258,19 +261,14 @@ async def settle_from_slack(
 
     # The card's edit and the clicker's answer at once, both from the stored decision: one
     # Slack round trip less before the run resumes (docs/benchmarks.md, a click's time).
-    # The decision is stored and its resume claimed by this worker: neither failing (the
-    # database or Slack out of reach a moment) may leave the run waiting for its lease to
-    # run out. The card is edited again as the run moves on; a step's completion is an outbox.
-    shown = await asyncio.gather(show(), tell(done(decision.approval)), return_exceptions=True)
-    for what, failure in zip(("the card's edit", "the clicker's answer"), shown, strict=True):
-        if isinstance(failure, BaseException):
-            failed_after_the_decision(f"approval {approval_id}", what, failure)
+    # The card is edited again as the run moves on; a step's completion is an outbox.
+    subject = f"approval {approval_id}"
+    answer = tell(done(decision.approval))
+    await after_the_decision(subject, ("the card's edit", show()), ("the clicker's answer", answer))
     if services.steps is not None and decision.approval.status != "pending":
         # A Workflow Builder step's approval: its step completes now (the outbox retries).
-        try:
-            await services.steps.complete_approval(approval_id)
-        except Exception as failure:
-            failed_after_the_decision(f"approval {approval_id}", "the step's completion", failure)
+        completion = services.steps.complete_approval(approval_id)
+        await after_the_decision(subject, ("the step's completion", completion))
     if decision.resume_claimed:
         await resume_and_publish(services, decision.approval.run_id, resuming)
     if services.people is not None:

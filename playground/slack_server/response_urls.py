@@ -23,6 +23,10 @@ from playground.slack_server.records import (
     _truthy,
 )
 
+# ``unreachable(RESPONSE_URL_METHOD)`` drops POSTs to response URLs, as ``unreachable`` does
+# a Web API method's calls.
+RESPONSE_URL_METHOD = "response_url"
+
 
 class ResponseUrlsMixin:
     """Response URLs: issuing them and answering POSTs to them.
@@ -38,6 +42,11 @@ class ResponseUrlsMixin:
 
     async def _handle_response_url(self, request: web.Request) -> web.Response:
         url_id = request.match_info["url_id"]
+        if self._unreachable.get(RESPONSE_URL_METHOD):
+            self._unreachable[RESPONSE_URL_METHOD] -= 1
+            assert request.transport is not None
+            request.transport.abort()  # no answer at all: the client sees a disconnect
+            return web.Response(status=500)
         try:
             body = await request.json()
         except json.JSONDecodeError:

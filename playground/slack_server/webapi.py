@@ -103,7 +103,8 @@ class WebApiMixin:
     def unreachable(self, method: str, times: int = 1) -> None:
         """The next ``times`` calls of ``method`` have their connection dropped unanswered, as
         when Slack cannot be reached (the client sees a disconnect, after its retries too).
-        ``times=0`` makes it reachable again."""
+        ``times=0`` makes it reachable again; ``"response_url"`` stands for POSTs to response
+        URLs."""
         self._unreachable[method] = times
 
     def hold(self, method: str, when: Callable[[Json], bool] = lambda _args: True) -> HeldAnswer:

@@ -19,7 +19,8 @@ import pytest
 from freezegun import freeze_time
 
 from handlers.flows import sweep_once
-from playground.slack_server import SlackServer
+from playground.slack_server import Message, SlackServer
+from playground.slack_server.response_urls import RESPONSE_URL_METHOD
 from storage.repository import Repository
 from tests.conftest import make_config
 from tests.support.ops_tools import executed
@@ -61,16 +62,39 @@ async def test_approve_all_whose_card_edit_fails_still_runs_the_calls(
 ) -> None:
     slack = batched
     await slack.mention("U0REQUESTER", TWELVE)
-    [card] = [
-        m
-        for m in slack.server.messages
-        if m.channel == "C0OPS" and any(b.get("block_id") == "batch_summary" for b in m.blocks)
-    ]
+    [card] = batch_cards(slack)
     await repo.database.execute_sql("ALTER TABLE approval_reach RENAME TO approval_reach_gone")
     await slack.server.click("U0APPROVER1", card, "batch_approve_all")
     await slack.settle()
     assert len(executed("restart_service")) == 12
     assert any("You approved 12" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+
+
+async def test_approve_all_whose_answer_cannot_reach_slack_still_runs_the_calls(
+    batched: Harness,
+) -> None:
+    """The clicker's answer goes to the click's response URL: a network failure there (its
+    connection dropped, past the client's retries) raised after the decisions were stored
+    and before their resume, and the run waited for its lease to run out."""
+    slack = batched
+    await slack.mention("U0REQUESTER", TWELVE)
+    [card] = batch_cards(slack)
+    slack.server.unreachable(RESPONSE_URL_METHOD, times=10)
+    await slack.server.click("U0APPROVER1", card, "batch_approve_all")
+    await slack.settle()
+    assert len(executed("restart_service")) == 12
+    assert not any("You approved 12" in t for t in slack.ephemeral_texts("U0APPROVER1"))
+
+
+async def test_an_approve_whose_answer_cannot_reach_slack_still_runs_the_call(
+    slack: Harness,
+) -> None:
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "web"})))
+    [card] = slack.cards()
+    slack.server.unreachable(RESPONSE_URL_METHOD, times=10)
+    await slack.server.click("U0APPROVER1", card, "approval_approve")
+    await slack.settle()
+    assert executed("restart_service") == [{"service": "web"}]
 
 
 async def test_a_deny_whose_card_edit_slack_failed_is_shown_by_a_later_sweep(
@@ -148,6 +172,14 @@ async def deny(slack: Harness, card: Any) -> None:
     [form] = [v for v in slack.server.views.values() if v.user == "U0APPROVER1" and not v.closed]
     await slack.server.submit_view("U0APPROVER1", form.id, DENY_FORM)
     await slack.settle()
+
+
+def batch_cards(slack: Harness) -> list[Message]:
+    return [
+        m
+        for m in slack.server.messages
+        if m.channel == "C0OPS" and any(b.get("block_id") == "batch_summary" for b in m.blocks)
+    ]
 
 
 DENY_FORM = {"deny_reason": {"reason": {"type": "plain_text_input", "value": "not now"}}}
