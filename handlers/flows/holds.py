@@ -14,6 +14,7 @@ import logging
 from bot.policy import HoldRefused
 from handlers.flows.clicks import GROUPS_UNKNOWN, Tell
 from handlers.flows.runs import (
+    after_the_decision,
     announce_cancelled,
     announce_cancelled_children,
     resume_and_publish,
@@ -53,7 +54,8 @@ async def hold_from_slack(
         groups = await _groups(services, actor, team)
         if action == "resume":
             released = await runner.resume_run(run_id, actor=actor, actor_groups=groups)
-            await tell(":arrow_forward: Resumed.")
+            answer = tell(":arrow_forward: Resumed.")
+            await after_the_decision(f"run {run_id}", ("the clicker's answer", answer))
             if released.claimed is not None:
                 await resume_and_publish(services, run_id, RESUMED)
             elif released.run is not None:
@@ -62,10 +64,15 @@ async def hold_from_slack(
         if action == "stop":
             stopped = await runner.stop_run(run_id, actor=actor, actor_groups=groups, reason=reason)
             # Sub-agents it cancelled now: their cards lose their buttons, their threads say so.
-            await announce_cancelled_children(services, stopped.children)
+            # Each in turn (one thread), none failing keeping a parent's claimed resume back.
+            subject = f"run {run_id}"
+            children = announce_cancelled_children(services, stopped.children)
+            await after_the_decision(subject, ("its children's news", children))
             if stopped.result == "cancelled":
-                await tell(":octagonal_sign: Stopped.")
-                await announce_cancelled(services, run_id)
+                answer = tell(":octagonal_sign: Stopped.")
+                await after_the_decision(subject, ("the clicker's answer", answer))
+                news = announce_cancelled(services, run_id)
+                await after_the_decision(subject, ("its thread's news", news))
                 if stopped.parent_resume is not None:  # a sub-agent: its parent carries on
                     await resume_and_publish(services, stopped.parent_resume)
             else:

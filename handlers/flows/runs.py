@@ -10,8 +10,9 @@ call that moved on.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 
 from bot.engine import RunOutcome
@@ -114,11 +115,30 @@ async def _refresh_settled_cards(services: Services, run_id: str) -> None:
         await services.publisher.cards.refresh_card(card)
 
 
+async def after_the_decision(subject: str, *work: tuple[str, Awaitable[object]]) -> None:
+    """Do each ``(what, awaitable)`` at once, after a decision was stored (an approval's, an
+    expiry, an operator's Resume or Stop): none failing (the database or Slack out of reach
+    a moment) may keep the resume it claimed from starting, else the run waits out its lease,
+    so each failure is logged, the database's in a line, anything else with its traceback;
+    a cancellation still ends the work."""
+    outcomes = await asyncio.gather(*(awaitable for _, awaitable in work), return_exceptions=True)
+    for (what, _), failure in zip(work, outcomes, strict=True):
+        if isinstance(failure, asyncio.CancelledError):
+            raise failure
+        if isinstance(failure, DATABASE_FAILURES):
+            log.error("%s: %s failed (%s)", subject, what, failure)
+        elif isinstance(failure, BaseException):
+            log.error("%s: %s failed", subject, what, exc_info=failure)
+
+
 async def after_expiry(services: Services, expiry: ExpiryOutcome) -> None:
     """An approval expired: show it on its card and move its run on per ``on_expiry``."""
-    await services.publisher.cards.refresh_card(expiry.approval.id)
+    subject = f"approval {expiry.approval.id}"
+    edit = services.publisher.cards.refresh_card(expiry.approval.id)
+    await after_the_decision(subject, ("the card's edit", edit))
     if services.steps is not None:  # a Workflow Builder step completes with ``expired``
-        await services.steps.complete_approval(expiry.approval.id)
+        completion = services.steps.complete_approval(expiry.approval.id)
+        await after_the_decision(subject, ("the step's completion", completion))
     if expiry.resume_claimed:
         await resume_and_publish(services, expiry.approval.run_id, RESUMING_EXPIRED)
     elif expiry.run_cancelled:

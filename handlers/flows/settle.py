@@ -12,7 +12,6 @@ answer, an edit (:mod:`handlers.flows.edits`) and an approve-and-grant
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -35,7 +34,7 @@ from handlers.flows.clicks import (
     may_see_here,
 )
 from handlers.flows.quorum import VOTERS_UNKNOWN, VotersUnknown, voters_no_longer_allowed
-from handlers.flows.runs import after_expiry, resume_and_publish
+from handlers.flows.runs import after_expiry, after_the_decision, resume_and_publish
 from handlers.services import Services
 from handlers.slack import RESUMING, RESUMING_ANSWERED, CardPlace, GroupLookupFailed
 from storage.models import Approval
@@ -155,21 +154,6 @@ async def answer_from_slack(
         resuming=RESUMING_ANSWERED,
         refresh_list=refresh_list,
     )
-
-
-async def after_the_decision(subject: str, *work: tuple[str, Awaitable[object]]) -> None:
-    """Do each ``(what, awaitable)`` at once, after a decision was stored: none failing (the
-    database or Slack out of reach a moment) may keep the resume it claimed from starting,
-    so each failure is logged, the database's in a line, anything else with its traceback;
-    a cancellation still ends the work."""
-    outcomes = await asyncio.gather(*(awaitable for _, awaitable in work), return_exceptions=True)
-    for (what, _), failure in zip(work, outcomes, strict=True):
-        if isinstance(failure, asyncio.CancelledError):
-            raise failure
-        if isinstance(failure, DATABASE_FAILURES):
-            log.error("%s: %s failed (%s)", subject, what, failure)
-        elif isinstance(failure, BaseException):
-            log.error("%s: %s failed", subject, what, exc_info=failure)
 
 
 class NotAChoice(DecisionRefused):

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from playground.slack_server import Message
+from playground.slack_server.response_urls import RESPONSE_URL_METHOD
 from storage.repository import Repository
 from tests.conftest import BASE_CONFIG, make_config
 from tests.support import hold_tools
@@ -131,6 +132,34 @@ async def test_pause_while_working_then_resume_carries_on_once(slack: Harness) -
     assert run is not None and run.status == "completed"
     texts = [m.text for m in slack.server.thread(CHANNEL, reply.message.ts)]  # type: ignore[union-attr]
     assert any("step=step 1 done" in t and "step 2 done" in t for t in texts), texts
+
+
+async def test_a_resume_whose_answer_cannot_reach_slack_still_carries_on(
+    slack: Harness,
+) -> None:
+    """The clicker's "Resumed." goes to the click's response URL: a dropped connection there
+    raised before the resume the click had claimed, and the run waited out its lease."""
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_first_step(n: int) -> None:
+        if n == 1:
+            entered.set()
+            await release.wait()
+
+    hold_tools.ON_STEP = slow_first_step
+    await slack.server.mention("U0REQUESTER", CHANNEL, f"<@U0BOT> {steps(1, 2)}")
+    await asyncio.wait_for(entered.wait(), 30)
+    await slack.server.click("U0REQUESTER", with_button(slack, "run_pause"), "run_pause")
+    await wait_for(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
+    release.set()
+    await slack.settle()
+    hold_tools.ON_STEP = None
+    slack.server.unreachable(RESPONSE_URL_METHOD, times=10)
+    await slack.server.click("U0REQUESTER", with_button(slack, "run_resume"), "run_resume")
+    await slack.settle()
+    assert executed("step") == [{"n": 1}, {"n": 2}]
+    [(run, _)] = await slack.repo.list_runs()
+    assert run.status == "completed"
 
 
 async def test_stop_on_the_held_message_cancels_the_run(slack: Harness) -> None:
