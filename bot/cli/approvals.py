@@ -111,7 +111,7 @@ async def approvals_show(repo: Repository, config: Config, args: argparse.Namesp
 async def approvals_decide(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     from bot.engine import Runner
     from bot.policy import DecisionRefused
-    from handlers.flows import after_expiry, resume_and_publish
+    from handlers.flows import after_expiry, after_the_decision, resume_and_publish
 
     runner = Runner(repo, config, worker_id=worker_id())
     slack = slack_services(repo, runner, config)
@@ -153,7 +153,8 @@ async def approvals_decide(repo: Repository, config: Config, args: argparse.Name
         # An approval that needs several approvers: this was a vote.
         print(f"{progress(decision.approval)}; it waits for more.")
     if slack:
-        await slack.publisher.cards.refresh_card(decision.approval.id)
+        edit = slack.publisher.cards.refresh_card(decision.approval.id)
+        await after_the_decision(f"approval {decision.approval.id}", ("the card's edit", edit))
     if decision.resume_claimed:
         await resume(decision.approval.run_id)
     elif missing:
@@ -182,7 +183,7 @@ async def _recover(
     resume: Callable[[str], Awaitable[None]],
 ) -> int:
     """Settle a recovery from the command line, as its card's buttons do."""
-    from handlers.flows import announce_cancelled
+    from handlers.flows import after_the_decision, announce_cancelled
 
     decision = await runner.recover(
         args.approval_id,
@@ -194,9 +195,11 @@ async def _recover(
     row = decision.approval
     print(f"{RECOVERY_DONE[choice]} {row.id} ({row.tool_name}) as {args.actor}.")
     if slack:
-        await slack.publisher.cards.refresh_card(row.id)
+        edit = slack.publisher.cards.refresh_card(row.id)
+        await after_the_decision(f"approval {row.id}", ("the card's edit", edit))
         if choice == "stop":
-            await announce_cancelled(slack, row.run_id)
+            news = announce_cancelled(slack, row.run_id)
+            await after_the_decision(f"approval {row.id}", ("its thread's news", news))
     if decision.resume_claimed:
         await resume(row.run_id)
     elif choice != "stop":

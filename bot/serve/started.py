@@ -34,7 +34,13 @@ from bot.ops.endpoints import add_operational_routes
 from bot.ops.metrics import count_database_errors
 from bot.ops.retry_timer import run_retry_timer
 from handlers.app import build_app, build_services, build_web_app
-from handlers.flows import after_expiry, resume_and_publish, run_card_outbox, run_sweeper
+from handlers.flows import (
+    after_expiry,
+    after_the_decision,
+    resume_and_publish,
+    run_card_outbox,
+    run_sweeper,
+)
 from handlers.flows.sweeper import CARD_POLL
 from handlers.middleware import observe_request
 from handlers.services import Services
@@ -223,6 +229,7 @@ async def after_callback(services: Services, outcome: CallbackOutcome) -> None:
         await after_expiry(services, outcome.expiry)
         return
     assert outcome.approval is not None
-    await services.publisher.cards.refresh_card(outcome.approval.id)
+    edit = services.publisher.cards.refresh_card(outcome.approval.id)
+    await after_the_decision(f"approval {outcome.approval.id}", ("the card's edit", edit))
     if outcome.resume_claimed:
         await resume_and_publish(services, outcome.approval.run_id, RESUMING_CALLBACK)

@@ -31,6 +31,7 @@ from handlers.flows.lists import LIST_FAILED, RefreshList, approvals_page, list_
 from handlers.flows.recoveries import recover_from_slack
 from handlers.flows.runs import (
     after_expiry,
+    after_the_decision,
     announce_cancelled,
     carry_on,
     drive_request,
@@ -53,6 +54,7 @@ __all__ = [
     "RefreshList",
     "Tell",
     "after_expiry",
+    "after_the_decision",
     "announce_cancelled",
     "answer_from_slack",
     "approvals_page",
