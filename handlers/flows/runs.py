@@ -60,7 +60,8 @@ async def follow_delegations(services: Services, outcome: RunOutcome) -> None:
         run = outcome.run
         parent = outcome.parent_resume
         if run is not None and run.parent_approval_id is not None:
-            await services.publisher.cards.refresh_card(run.parent_approval_id)  # "answered"
+            edit = services.publisher.cards.refresh_card(run.parent_approval_id)  # "answered"
+            await after_the_decision(f"run {run.id}", ("its parent's card edit", edit))
         await resume_and_publish(services, parent)
 
 
