@@ -195,7 +195,8 @@ class Cards:
             if not await self._edit_card(approval, clicked):
                 # Slack refused it for now (an outage, 429s past the client's retries):
                 # without a mark, a decided card kept its buttons until someone clicked.
-                await self.repo.card_edit_failed(approval.id, now=utcnow())
+                batch = approval.batch_id is not None
+                await self.repo.card_edit_failed(approval.id, now=utcnow(), batch=batch)
                 return False
             latest_at = utcnow()
             latest = await self.repo.get_approval(approval_id)

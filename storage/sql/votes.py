@@ -46,6 +46,12 @@ MARK_CARD_EDIT_DUE = (
     "INSERT INTO card_edits_due (approval_id, since) VALUES (:id, :now) "
     "ON CONFLICT (approval_id) DO UPDATE SET since = excluded.since"
 )
+# A refused edit of a batch's card (marked on its first row) moves its other rows' marks on
+# too: a vote marks the row voted on, and a sweep takes the oldest mark first.
+MOVE_BATCH_CARD_EDITS_DUE = (
+    "UPDATE card_edits_due SET since = :now WHERE since < :now "
+    "AND approval_id IN (SELECT id FROM approvals WHERE batch_id = :id)"
+)
 CLEAR_CARD_EDIT_DUE = "DELETE FROM card_edits_due WHERE approval_id = :id AND since <= :before"
 CARD_EDITS_DUE = (
     "SELECT approval_id FROM card_edits_due WHERE since <= :before ORDER BY since LIMIT :limit"

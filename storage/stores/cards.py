@@ -20,7 +20,12 @@ from storage.sql.approvals import (
     REQUEST_CARDS_TO_POST,
     SET_CARD,
 )
-from storage.sql.votes import CARD_EDITS_DUE, CLEAR_CARD_EDIT_DUE, MARK_CARD_EDIT_DUE
+from storage.sql.votes import (
+    CARD_EDITS_DUE,
+    CLEAR_CARD_EDIT_DUE,
+    MARK_CARD_EDIT_DUE,
+    MOVE_BATCH_CARD_EDITS_DUE,
+)
 from storage.stores.rows import APPROVALS
 
 WRITE, WRITE_ONE, READ_ONE = Mode.WRITE, Mode.WRITE_ONE, Mode.READ_ONE
@@ -96,14 +101,24 @@ class CardStore:
 
         await self.database.run(body, WRITE_ONE)
 
-    async def card_edit_failed(self, approval_id: str, *, now: datetime) -> None:
+    async def card_edit_failed(
+        self, approval_id: str, *, now: datetime, batch: bool = False
+    ) -> None:
         """Slack refused an edit of the card for now: a later sweep edits it (one that fails
-        again moves the mark on, so a Slack outage is retried a grace apart, not in a loop)."""
+        again moves the mark on, so a Slack outage is retried a grace apart, not in a loop).
+
+        ``batch``: ``approval_id`` is a batch's first row; the marks its votes left on the
+        batch's other rows move on too, else the oldest of them stayed first in every sweep,
+        which stops at the first card Slack refuses (no other card was edited while this one
+        failed)."""
 
         def body(tx: Tx) -> None:
-            tx.execute(MARK_CARD_EDIT_DUE, {"id": approval_id, "now": now})
+            params = {"id": approval_id, "now": now}
+            tx.execute(MARK_CARD_EDIT_DUE, params)
+            if batch:
+                tx.execute(MOVE_BATCH_CARD_EDITS_DUE, params)
 
-        await self.database.run(body, WRITE_ONE)
+        await self.database.run(body, WRITE if batch else WRITE_ONE)
 
     async def card_edits_due(self, *, before: datetime, limit: int = 100) -> list[str]:
         """Approvals whose card a vote changed, or an edit failed, before ``before`` and no

@@ -120,3 +120,50 @@ async def test_a_card_edit_slack_failed_is_made_by_a_later_sweep(repo: Repositor
                 assert len(server.calls_to("chat.update")) == updates
         finally:
             await server.stop()
+
+
+async def test_a_batch_card_slack_keeps_refusing_does_not_hold_up_the_other_cards_edits(
+    repo: Repository,
+) -> None:
+    """Approve all on a quorum batch marks every row of it; Slack keeps refusing that card's
+    edit for now (one workspace rate limited, a message Slack fails on). Each sweep's first
+    mark was then one of the batch's other rows, whose mark the refusal never moved on (only
+    the batch's first row's): every sweep stopped at that card, and no other card's buttons
+    were ever taken away while it failed."""
+    policies = {
+        **BASE_CONFIG["policies"],
+        "restart_service": {"approvers": APPROVERS, "min_approvals": 2},
+    }
+    config = make_config(policies=policies, max_approvals_per_turn=30)
+    with freeze_time("2026-11-30 10:00:00", real_asyncio=True) as clock:
+        server = SlackServer(signing_secret=SECRET)
+        await server.start()
+        try:
+            async with running_bot(config, repo, server=server) as slack:
+                batch = [("restart_service", {"service": f"svc-{i:02d}"}) for i in range(4)]
+                await slack.mention("U0REQUESTER", calls(*batch))
+                await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+                [single] = slack.cards()
+                [batch_card] = [
+                    m
+                    for m in server.messages
+                    if m.channel == single.channel
+                    and any(b.get("block_id") == "batch_summary" for b in m.blocks)
+                ]
+                refused = {batch_card.ts}
+                server.fail("chat.update", times=10_000, when=lambda a: a.get("ts") in refused)
+                await server.click("U0APPROVER1", batch_card, "batch_approve_all")
+                await slack.settle()
+                clock.tick(timedelta(seconds=1))
+                refused.add(single.ts)  # once: Slack takes this card's edits from now on
+                await server.click("U0APPROVER1", single, "approval_approve")
+                await slack.settle()
+                refused.discard(single.ts)
+                assert "0 of 2 approvals yet" in card_text(slack, single.ts)
+                for _ in range(3):
+                    clock.tick(timedelta(minutes=1))
+                    await sweep_once(slack.bot.services)
+                    await slack.settle()
+                assert "1 of 2 approvals: <@U0APPROVER1>" in card_text(slack, single.ts)
+        finally:
+            await server.stop()
