@@ -227,9 +227,13 @@ class Cards:
         replica died between the vote's commit and the edit, or Slack failed it), and of any
         other edit Slack failed). The first that Slack refuses again ends this sweep's edits:
         through an outage, the rest would each wait out the client's retries too, and hold
-        up the sweeps that expire approvals and take over runs."""
+        up the sweeps that expire approvals and take over runs. So would a Slack that takes
+        each edit only after a 429 or two (the client waits them out): the edits stop after
+        ``CARD_EDITS_PER_SWEEP``, and the next sweep edits the rest."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CARD_EDITS_PER_SWEEP.total_seconds()
         for approval_id in await self.repo.card_edits_due(before=utcnow() - CARD_EDIT_GRACE):
-            if not await self.refresh_card(approval_id, due=True):
+            if not await self.refresh_card(approval_id, due=True) or loop.time() >= deadline:
                 return
 
     async def _edit_card(self, approval: Approval, clicked: CardPlace | None) -> bool:
@@ -296,3 +300,9 @@ def _card_state(approval: Approval) -> tuple[object, ...]:
         approval.payload_hash,
         approval.min_approvals,
     )
+
+
+# How long one sweep spends editing marked cards (``edit_cards_due``): a slow Slack (429s the
+# client waits out and retries) must not hold up the sweeps that expire approvals and take
+# over runs; the next sweep edits the rest.
+CARD_EDITS_PER_SWEEP = timedelta(seconds=5)

@@ -81,10 +81,17 @@ class WebApiMixin:
 
     # -- fault injection ------------------------------------------------------------------------
 
-    def rate_limit(self, method: str, times: int = 1, retry_after: int = 1) -> None:
-        """The next ``times`` calls of ``method`` answer HTTP 429 with ``Retry-After``."""
+    def rate_limit(
+        self,
+        method: str,
+        times: int = 1,
+        retry_after: int = 1,
+        when: Callable[[Json], bool] | None = None,
+    ) -> None:
+        """The next ``times`` calls of ``method`` (whose arguments match ``when``, if given)
+        answer HTTP 429 with ``Retry-After``."""
         self._injections.setdefault(method, []).append(
-            _Injection(times=times, error="ratelimited", retry_after=retry_after)
+            _Injection(times=times, error="ratelimited", retry_after=retry_after, when=when)
         )
 
     def fail(

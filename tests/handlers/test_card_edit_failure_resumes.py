@@ -10,6 +10,7 @@ decision and the resume do not) is renamed away before the click.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -19,6 +20,7 @@ import pytest
 from freezegun import freeze_time
 
 from handlers.flows import sweep_once
+from handlers.slack.cards import CARD_EDITS_PER_SWEEP
 from playground.slack_server import Message, SlackServer
 from playground.slack_server.response_urls import RESPONSE_URL_METHOD
 from storage.repository import Repository
@@ -189,3 +191,51 @@ def card_json(server: SlackServer, ts: str) -> str:
     card = server.message("C0OPS", ts)
     assert card is not None
     return json.dumps(card.blocks)
+
+
+async def test_a_sweep_spends_a_bounded_time_on_card_edits_slack_slows(
+    repo: Repository,
+) -> None:
+    """Many cards marked in an outage, then Slack takes edits again but rate limits each
+    first try (429, ``Retry-After: 1``; the client waits and retries, so no edit is refused):
+    the sweep edited every marked card, one after another, each waiting out the 429 before
+    the next, so the sweep (and with it the next expiry and take-over) was held up about a
+    second per card; a hundred marks, minutes. A sweep's card edits now stop after
+    ``CARD_EDITS_PER_SWEEP``; the next sweep edits the rest."""
+    count = 12
+    with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
+        server = SlackServer(signing_secret=SECRET)
+        await server.start()
+        try:
+            async with running_bot(make_config(), repo, server=server) as slack:
+                for i in range(count):
+                    await slack.mention(
+                        "U0REQUESTER", calls(("restart_service", {"service": f"svc-{i}"}))
+                    )
+                cards = slack.cards()
+                assert len(cards) == count
+                for card in cards:
+                    server.rate_limit("chat.update", times=4, retry_after=0)
+                    await deny(slack, card)
+                clock.tick(timedelta(minutes=1))
+                limited: set[str] = set()
+
+                def first_try(args: dict[str, Any]) -> bool:
+                    ts = str(args.get("ts"))
+                    first = ts not in limited
+                    limited.add(ts)
+                    return first
+
+                server.rate_limit("chat.update", times=count, retry_after=1, when=first_try)
+                started = asyncio.get_running_loop().time()
+                await sweep_once(slack.bot.services)
+                took = asyncio.get_running_loop().time() - started
+                assert took < CARD_EDITS_PER_SWEEP.total_seconds() + 3, took
+                for _ in range(count):
+                    clock.tick(timedelta(minutes=1))
+                    await sweep_once(slack.bot.services)
+                await slack.settle()
+                for card in cards:
+                    assert "approval_approve" not in card_json(server, card.ts)
+        finally:
+            await server.stop()
