@@ -237,7 +237,8 @@ class Cards:
                 return
 
     async def _edit_card(self, approval: Approval, clicked: CardPlace | None) -> bool:
-        """Edit the card and its copies; False when the card on record could not be edited."""
+        """Edit the card and its copies; False when Slack refused the card on record's edit,
+        or a DM copy's, for now."""
         places = []
         if approval.card_ts and approval.card_channel:
             places.append((approval.card_channel, approval.card_ts))
@@ -262,13 +263,15 @@ class Cards:
                 log.error("approval %s: could not update its card: %s", approval.id, exc)
                 on_record = (channel, ts) == (approval.card_channel, approval.card_ts)
                 # A card Slack refuses for good (deleted, archived) is not retried by sweeps.
-                if on_record and transient(exc):
+                # A DM copy refused for now is (a sweep edits the card and every copy): it
+                # kept its buttons on a decided approval for good.
+                if (on_record or (channel, ts) in copies) and transient(exc):
                     return False
             return True
 
-        # The card first (a refusal of its edit is what the sweep retries), then its copies
-        # at once: each is its own message, and edited one after another they were a Slack
-        # round trip each before the run resumed.
+        # The card first, then its copies at once (a refusal for now of any of them is what
+        # the sweep retries): each is its own message, and edited one after another they were
+        # a Slack round trip each before the run resumed.
         on_record = (approval.card_channel, approval.card_ts)
         own = [place for place in places if place == on_record or place not in copies]
         others = [place for place in places if place not in own]

@@ -533,3 +533,38 @@ async def test_a_sender_waiting_out_slacks_retry_after_past_its_claim_posts_noth
             await asyncio.sleep(4.5)  # past the first sender's Retry-After
             await slack.settle()
             assert len(slack.dm_cards(APPROVER)) == 1
+
+
+async def test_a_dm_copy_whose_edit_slack_failed_for_now_is_edited_by_a_later_sweep(
+    repo: Repository,
+) -> None:
+    """The decision's card edit goes through but Slack refuses its DM copy's for now (the
+    copies are edited at once, a burst that 429s past the client's retries, or a 5xx): the
+    copy kept its Approve button on a decided approval for good, since only the card's own
+    refusal marked it for the sweeper."""
+    with freeze_time(START, real_asyncio=True) as clock:
+        server = SlackServer(signing_secret=SECRET)
+        await server.start()
+        try:
+            async with running_bot(make_config(policies=policy()), repo, server=server) as slack:
+                await slack.mention(REQUESTER, calls("restart_service", {"service": "db"}))
+                [card] = slack.cards()
+                [copy] = slack.dm_cards(APPROVER)
+                refused = {copy.ts}
+                server.fail("chat.update", times=10_000, when=lambda a: a.get("ts") in refused)
+                await slack.server.click(APPROVER, card, "approval_approve")
+                await slack.settle()
+                assert ops_tools.EXECUTED == [("restart_service", {"service": "db"})]
+                [card] = slack.cards()
+                assert not has_buttons(card)
+                [copy] = slack.dm_cards(APPROVER)
+                assert has_buttons(copy), "the copy's edit failed"
+                refused.clear()  # Slack takes edits again
+                for _ in range(2):
+                    clock.tick(timedelta(minutes=1))
+                    await sweep_once(slack.bot.services)
+                    await slack.settle()
+                [copy] = slack.dm_cards(APPROVER)
+                assert not has_buttons(copy)
+        finally:
+            await server.stop()
