@@ -42,9 +42,12 @@ DISCARD_VOTE = (
     "DELETE FROM approval_votes WHERE approval_id = :id AND voter = :voter AND vote = 'approve'"
 )
 # The card must show this vote: marked in the vote's transaction, cleared by the card's edit.
+# A mark only ever moves later: a refused edit's mark, timed before a vote's commit and
+# written after it, must not let an edit that never showed the vote clear it.
 MARK_CARD_EDIT_DUE = (
     "INSERT INTO card_edits_due (approval_id, since) VALUES (:id, :now) "
-    "ON CONFLICT (approval_id) DO UPDATE SET since = excluded.since"
+    "ON CONFLICT (approval_id) DO UPDATE SET since = excluded.since "
+    "WHERE excluded.since > card_edits_due.since"
 )
 # A refused edit of a batch's card (marked on its first row) moves its other rows' marks on
 # too: a vote marks the row voted on, and a sweep takes the oldest mark first.

@@ -132,3 +132,32 @@ def test_a_failure_to_open_is_one_line_with_its_reason() -> None:
     url = "postgresql://bot:secret@db.internal/approvals"
     assert describe_open_failure(url, TimeoutError()) == "timed out"  # asyncpg says nothing
     assert describe_open_failure(url, OSError("first line\nsecond line")) == "first line"
+
+
+async def test_a_card_edit_mark_only_moves_later(repo: Repository) -> None:
+    """A refused edit's mark, timed before a vote's and written after it, must not move the
+    vote's mark back: an edit that read the row between the two would clear it without
+    showing the vote, and the sweeper would never edit the card."""
+    now = utcnow()
+    run = {
+        "id": "run_00000",
+        "conversation_key": "k0",
+        "team_id": "T1",
+        "channel": "C1",
+        "thread_ts": "1.0",
+        "requester": "U0REQ",
+        "status": "paused",
+        "model_id": "m",
+        "history": [],
+        "turn": 1,
+        "created_at": now,
+        "updated_at": now,
+    }
+    await repo.insert_rows_for_benchmark(runs=[run], approvals=[approval_row(0, ["U1"], now)])
+    vote, refused = now + timedelta(seconds=2), now + timedelta(seconds=1)
+    await repo.card_edit_failed("apr_00000", now=vote)
+    await repo.card_edit_failed("apr_00000", now=refused)
+    await repo.card_edited("apr_00000", before=now + timedelta(milliseconds=1500))
+    assert await repo.card_edits_due(before=now + timedelta(minutes=1)) == ["apr_00000"]
+    await repo.card_edited("apr_00000", before=vote)
+    assert await repo.card_edits_due(before=now + timedelta(minutes=1)) == []
