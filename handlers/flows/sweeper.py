@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from datetime import timedelta
 
 from bot.clock import utcnow
@@ -41,18 +42,34 @@ async def sweep_once(services: Services) -> None:
         background.spawn(announce_cancelled(services, run_id), name=f"pause_ttl {run_id}")
     for run_id in await runner.stop_orphans():  # sub-agents whose parent ended without them
         background.spawn(announce_cancelled(services, run_id), name=f"orphan {run_id}")
-    await (
-        services.publisher.cards.post_missing_cards()
-    )  # the card outbox (see handlers.slack.publish)
-    await services.publisher.answers.post_due()  # runs' answers (see handlers.slack.answers)
-    await services.publisher.cards.edit_cards_due()  # quorum votes whose card edit was lost
-    if services.steps is not None:
-        await services.steps.complete_due()  # settled workflow steps (handlers.slack.steps)
-    if services.reach is not None:
-        await services.reach.due()  # DM copies, reminders, escalations (handlers.slack.reach)
-    if services.home is not None:
-        await services.home.publish_dirty()  # Homes another replica marked and left
-    await services.repo.forget_events_before(utcnow() - EVENT_MEMORY)
+    # The outboxes, each on its own: one that fails sweep after sweep (a card it cannot
+    # draw, a table it reads gone) must not keep the others from their work.
+    publisher = services.publisher
+    await _outbox(services, "the card outbox", publisher.cards.post_missing_cards())
+    await _outbox(services, "the answer outbox", publisher.answers.post_due())
+    await _outbox(services, "the card edits due", publisher.cards.edit_cards_due())
+    if services.steps is not None:  # settled workflow steps (handlers.slack.steps)
+        await _outbox(services, "the workflow steps due", services.steps.complete_due())
+    if services.reach is not None:  # DM copies, reminders, escalations (handlers.slack.reach)
+        await _outbox(services, "the DM copies and reminders due", services.reach.due())
+    if services.home is not None:  # Homes another replica marked and left
+        await _outbox(services, "the App Homes to publish", services.home.publish_dirty())
+    forgetting = services.repo.forget_events_before(utcnow() - EVENT_MEMORY)
+    await _outbox(services, "forgetting old Slack events", forgetting)
+
+
+async def _outbox(services: Services, what: str, work: Awaitable[object]) -> None:
+    """One outbox's part of a sweep: its failure is logged (a database outage once, by the
+    outage log) and the sweep goes on."""
+    source = f"sweeper: {what}"
+    outages = services.runner.outages
+    try:
+        await work
+    except Exception as exc:
+        if not outages.failed(source, exc):
+            log.exception("sweep: %s failed; the rest of the sweep goes on", what)
+    else:
+        outages.succeeded(source)
 
 
 CARD_POLL = 1.0  # seconds between looks at the card outbox alone
