@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from playground.slack_server import Message
+from playground.slack_server import BotReply, Message
 from playground.slack_server.response_urls import RESPONSE_URL_METHOD
 from storage.repository import Repository
 from tests.conftest import BASE_CONFIG, make_config
@@ -51,6 +51,21 @@ def with_button(harness: Harness, action_id: str) -> Message:
     return found[-1]
 
 
+async def working_on_step_one(slack: Harness) -> tuple[BotReply, asyncio.Event]:
+    """A run of steps 1 and 2 whose first step works until the returned event is set."""
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_first_step(n: int) -> None:
+        if n == 1:
+            entered.set()
+            await release.wait()
+
+    hold_tools.ON_STEP = slow_first_step
+    reply = await slack.server.mention("U0REQUESTER", CHANNEL, f"<@U0BOT> {steps(1, 2)}")
+    await asyncio.wait_for(entered.wait(), 30)
+    return reply, release
+
+
 async def wait_for(condition: object, what: str) -> None:
     for _ in range(400):
         if condition():  # type: ignore[operator]
@@ -63,16 +78,7 @@ async def test_a_late_pausing_edit_does_not_hide_resume(slack: Harness) -> None:
     """The Pause click's "Pausing…" edit reaches Slack after the drive has shown Resume (a
     429, a slow network): the clicker's editor reads the run again after its edit and shows
     Resume, so the progress message never offers Pause on a paused run."""
-    entered, release = asyncio.Event(), asyncio.Event()
-
-    async def slow_first_step(n: int) -> None:
-        if n == 1:
-            entered.set()
-            await release.wait()
-
-    hold_tools.ON_STEP = slow_first_step
-    await slack.server.mention("U0REQUESTER", CHANNEL, f"<@U0BOT> {steps(1, 2)}")
-    await asyncio.wait_for(entered.wait(), 30)
+    _, release = await working_on_step_one(slack)
     progress = with_button(slack, "run_pause")
     # The click's edit is refused once (Retry-After 1 s) and lands a second later.
     slack.server.rate_limit("chat.update", times=1, retry_after=1)
@@ -89,17 +95,8 @@ async def test_a_late_pausing_edit_does_not_hide_resume(slack: Harness) -> None:
 
 
 async def test_pause_while_working_then_resume_carries_on_once(slack: Harness) -> None:
-    entered, release = asyncio.Event(), asyncio.Event()
-
-    async def slow_first_step(n: int) -> None:
-        if n == 1:
-            entered.set()
-            await release.wait()
-
-    hold_tools.ON_STEP = slow_first_step
-    reply = await slack.server.mention("U0REQUESTER", CHANNEL, f"<@U0BOT> {steps(1, 2)}")
+    reply, release = await working_on_step_one(slack)
     assert reply.status == 200
-    await asyncio.wait_for(entered.wait(), 30)
     progress = with_button(slack, "run_pause")
     assert [e["action_id"] for _, e in progress.buttons()] == ["run_pause", "run_stop"]
 
@@ -139,16 +136,7 @@ async def test_a_resume_whose_answer_cannot_reach_slack_still_carries_on(
 ) -> None:
     """The clicker's "Resumed." goes to the click's response URL: a dropped connection there
     raised before the resume the click had claimed, and the run waited out its lease."""
-    entered, release = asyncio.Event(), asyncio.Event()
-
-    async def slow_first_step(n: int) -> None:
-        if n == 1:
-            entered.set()
-            await release.wait()
-
-    hold_tools.ON_STEP = slow_first_step
-    await slack.server.mention("U0REQUESTER", CHANNEL, f"<@U0BOT> {steps(1, 2)}")
-    await asyncio.wait_for(entered.wait(), 30)
+    _, release = await working_on_step_one(slack)
     await slack.server.click("U0REQUESTER", with_button(slack, "run_pause"), "run_pause")
     await wait_for(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
     release.set()

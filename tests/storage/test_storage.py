@@ -47,25 +47,26 @@ def approval_row(i: int, approvers: list[str], now: object) -> dict:
     }
 
 
+def run_row(i: int, now: object) -> dict:
+    return {
+        "id": f"run_{i:05d}",
+        "conversation_key": f"k{i}",
+        "team_id": "T1",
+        "channel": "C1",
+        "thread_ts": "1.0",
+        "requester": "U0REQ",
+        "status": "paused",
+        "model_id": "m",
+        "history": [],
+        "turn": 1,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
 async def test_listing_what_an_approver_may_decide(repo: Repository) -> None:
     now = utcnow()
-    runs = [
-        {
-            "id": f"run_{i:05d}",
-            "conversation_key": f"k{i}",
-            "team_id": "T1",
-            "channel": "C1",
-            "thread_ts": "1.0",
-            "requester": "U0REQ",
-            "status": "paused",
-            "model_id": "m",
-            "history": [],
-            "turn": 1,
-            "created_at": now,
-            "updated_at": now,
-        }
-        for i in range(30)
-    ]
+    runs = [run_row(i, now) for i in range(30)]
     approvals = [approval_row(i, [["U1"], ["U2"], [], ["S0GROUP"]][i % 4], now) for i in range(30)]
     await repo.insert_rows_for_benchmark(runs=runs, approvals=approvals)
 
@@ -139,21 +140,9 @@ async def test_a_card_edit_mark_only_moves_later(repo: Repository) -> None:
     vote's mark back: an edit that read the row between the two would clear it without
     showing the vote, and the sweeper would never edit the card."""
     now = utcnow()
-    run = {
-        "id": "run_00000",
-        "conversation_key": "k0",
-        "team_id": "T1",
-        "channel": "C1",
-        "thread_ts": "1.0",
-        "requester": "U0REQ",
-        "status": "paused",
-        "model_id": "m",
-        "history": [],
-        "turn": 1,
-        "created_at": now,
-        "updated_at": now,
-    }
-    await repo.insert_rows_for_benchmark(runs=[run], approvals=[approval_row(0, ["U1"], now)])
+    await repo.insert_rows_for_benchmark(
+        runs=[run_row(0, now)], approvals=[approval_row(0, ["U1"], now)]
+    )
     vote, refused = now + timedelta(seconds=2), now + timedelta(seconds=1)
     await repo.card_edit_failed("apr_00000", now=vote)
     await repo.card_edit_failed("apr_00000", now=refused)
