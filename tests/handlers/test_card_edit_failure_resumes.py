@@ -27,7 +27,7 @@ from storage.repository import Repository
 from tests.conftest import make_config
 from tests.support.ops_tools import executed
 from tests.support.scripted_model import calls
-from tests.support.slack_harness import SECRET, Harness, running_bot
+from tests.support.slack_harness import Harness, running_bot
 
 
 @pytest.fixture
@@ -105,28 +105,24 @@ async def test_a_deny_whose_card_edit_slack_failed_is_shown_by_a_later_sweep(
     """Slack refuses the decision's card edit for now (429s past the client's retries): the
     card is marked due and a sweep after the grace takes its buttons away; nobody clicks."""
     with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
-        server = SlackServer(signing_secret=SECRET)
-        await server.start()
-        try:
-            async with running_bot(make_config(), repo, server=server) as slack:
-                await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
-                [card] = slack.cards()
-                server.rate_limit("chat.update", times=4, retry_after=0)
-                await deny(slack, card)
-                assert executed("restart_service") == []
-                assert "approval_approve" in card_json(server, card.ts), "the edit failed"
-                clock.tick(timedelta(minutes=1))
-                await sweep_once(slack.bot.services)
-                await slack.settle()
-                shown = card_json(server, card.ts)
-                assert "approval_approve" not in shown and "Denied" in shown
-                updates = len(server.calls_to("chat.update"))
-                clock.tick(timedelta(minutes=1))
-                await sweep_once(slack.bot.services)  # edited and unmarked: not edited again
-                await slack.settle()
-                assert len(server.calls_to("chat.update")) == updates
-        finally:
-            await server.stop()
+        async with running_bot(make_config(), repo) as slack:
+            server = slack.server
+            await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+            [card] = slack.cards()
+            server.rate_limit("chat.update", times=4, retry_after=0)
+            await deny(slack, card)
+            assert executed("restart_service") == []
+            assert "approval_approve" in card_json(server, card.ts), "the edit failed"
+            clock.tick(timedelta(minutes=1))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            shown = card_json(server, card.ts)
+            assert "approval_approve" not in shown and "Denied" in shown
+            updates = len(server.calls_to("chat.update"))
+            clock.tick(timedelta(minutes=1))
+            await sweep_once(slack.bot.services)  # edited and unmarked: not edited again
+            await slack.settle()
+            assert len(server.calls_to("chat.update")) == updates
 
 
 async def test_an_outage_ends_a_sweeps_card_edits_at_the_first_refusal(
@@ -135,37 +131,31 @@ async def test_an_outage_ends_a_sweeps_card_edits_at_the_first_refusal(
     """Two decided cards marked while Slack refused edits: a sweep that meets Slack refusing
     again stops at the first card instead of waiting out the client's retries for each."""
     with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
-        server = SlackServer(signing_secret=SECRET)
-        await server.start()
-        try:
-            async with running_bot(make_config(), repo, server=server) as slack:
-                for service in ("db", "web"):
-                    await slack.mention(
-                        "U0REQUESTER", calls(("restart_service", {"service": service}))
-                    )
-                cards = slack.cards()
-                assert len(cards) == 2
-                for card in cards:
-                    server.rate_limit("chat.update", times=4, retry_after=0)
-                    await deny(slack, card)
-                clock.tick(timedelta(minutes=1))
+        async with running_bot(make_config(), repo) as slack:
+            server = slack.server
+            for service in ("db", "web"):
+                await slack.mention("U0REQUESTER", calls(("restart_service", {"service": service})))
+            cards = slack.cards()
+            assert len(cards) == 2
+            for card in cards:
                 server.rate_limit("chat.update", times=4, retry_after=0)
-                attempts = len(server.calls_to("chat.update"))
-                await sweep_once(slack.bot.services)
-                await slack.settle()
-                tried = {
-                    c.args["ts"]
-                    for c in server.calls_to("chat.update")[attempts:]
-                    if c.args["ts"] in {card.ts for card in cards}
-                }
-                assert len(tried) == 1, "one card tried"
-                clock.tick(timedelta(minutes=1))
-                await sweep_once(slack.bot.services)
-                await slack.settle()
-                for card in cards:
-                    assert "approval_approve" not in card_json(server, card.ts)
-        finally:
-            await server.stop()
+                await deny(slack, card)
+            clock.tick(timedelta(minutes=1))
+            server.rate_limit("chat.update", times=4, retry_after=0)
+            attempts = len(server.calls_to("chat.update"))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            tried = {
+                c.args["ts"]
+                for c in server.calls_to("chat.update")[attempts:]
+                if c.args["ts"] in {card.ts for card in cards}
+            }
+            assert len(tried) == 1, "one card tried"
+            clock.tick(timedelta(minutes=1))
+            await sweep_once(slack.bot.services)
+            await slack.settle()
+            for card in cards:
+                assert "approval_approve" not in card_json(server, card.ts)
 
 
 async def deny(slack: Harness, card: Any) -> None:
@@ -204,38 +194,34 @@ async def test_a_sweep_spends_a_bounded_time_on_card_edits_slack_slows(
     ``CARD_EDITS_PER_SWEEP``; the next sweep edits the rest."""
     count = 12
     with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
-        server = SlackServer(signing_secret=SECRET)
-        await server.start()
-        try:
-            async with running_bot(make_config(), repo, server=server) as slack:
-                for i in range(count):
-                    await slack.mention(
-                        "U0REQUESTER", calls(("restart_service", {"service": f"svc-{i}"}))
-                    )
-                cards = slack.cards()
-                assert len(cards) == count
-                for card in cards:
-                    server.rate_limit("chat.update", times=4, retry_after=0)
-                    await deny(slack, card)
+        async with running_bot(make_config(), repo) as slack:
+            server = slack.server
+            for i in range(count):
+                await slack.mention(
+                    "U0REQUESTER", calls(("restart_service", {"service": f"svc-{i}"}))
+                )
+            cards = slack.cards()
+            assert len(cards) == count
+            for card in cards:
+                server.rate_limit("chat.update", times=4, retry_after=0)
+                await deny(slack, card)
+            clock.tick(timedelta(minutes=1))
+            limited: set[str] = set()
+
+            def first_try(args: dict[str, Any]) -> bool:
+                ts = str(args.get("ts"))
+                first = ts not in limited
+                limited.add(ts)
+                return first
+
+            server.rate_limit("chat.update", times=count, retry_after=1, when=first_try)
+            started = asyncio.get_running_loop().time()
+            await sweep_once(slack.bot.services)
+            took = asyncio.get_running_loop().time() - started
+            assert took < CARD_EDITS_PER_SWEEP.total_seconds() + 3, took
+            for _ in range(count):
                 clock.tick(timedelta(minutes=1))
-                limited: set[str] = set()
-
-                def first_try(args: dict[str, Any]) -> bool:
-                    ts = str(args.get("ts"))
-                    first = ts not in limited
-                    limited.add(ts)
-                    return first
-
-                server.rate_limit("chat.update", times=count, retry_after=1, when=first_try)
-                started = asyncio.get_running_loop().time()
                 await sweep_once(slack.bot.services)
-                took = asyncio.get_running_loop().time() - started
-                assert took < CARD_EDITS_PER_SWEEP.total_seconds() + 3, took
-                for _ in range(count):
-                    clock.tick(timedelta(minutes=1))
-                    await sweep_once(slack.bot.services)
-                await slack.settle()
-                for card in cards:
-                    assert "approval_approve" not in card_json(server, card.ts)
-        finally:
-            await server.stop()
+            await slack.settle()
+            for card in cards:
+                assert "approval_approve" not in card_json(server, card.ts)

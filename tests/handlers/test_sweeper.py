@@ -15,12 +15,11 @@ from llm.parts import Message, TextPart
 from bot.clock import utcnow
 from bot.llm_setup import register_model
 from handlers.flows import sweep_once
-from playground.slack_server import SlackServer
 from storage.repository import PendingFilter, Repository
 from tests.conftest import make_config
 from tests.support import ops_tools
 from tests.support.scripted_model import calls
-from tests.support.slack_harness import CHANNEL, SECRET, has_buttons, running_bot
+from tests.support.slack_harness import CHANNEL, has_buttons, running_bot
 
 # Only a guard against hanging: the behaviour asserted is that the sweep returns at all
 # while the run it recovered is still waiting for its model.
@@ -126,22 +125,18 @@ async def test_an_outbox_that_fails_every_sweep_does_not_hold_up_the_others(
     old Slack event ids were never forgotten, Workflow steps never completed, DM copies never
     sent. Each outbox now fails on its own."""
     with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
-        server = SlackServer(signing_secret=SECRET)
-        await server.start()
-        try:
-            async with running_bot(make_config(), repo, server=server) as slack:
-                await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
-                [card] = slack.cards()
-                await repo.claim_event("Ev0OLD", now=utcnow())
-                server.rate_limit("chat.update", times=4, retry_after=0)
-                await slack.server.click("U0APPROVER1", card, "approval_approve")
-                await slack.settle()
-                assert await repo.card_edits_due(before=utcnow() + timedelta(minutes=1))
-                await repo.database.execute_sql(
-                    "ALTER TABLE approval_reach RENAME TO approval_reach_gone"
-                )
-                clock.tick(timedelta(days=3))
-                await sweep_once(slack.bot.services)
-                assert await repo.claim_event("Ev0OLD", now=utcnow()), "forgotten, so new"
-        finally:
-            await server.stop()
+        async with running_bot(make_config(), repo) as slack:
+            server = slack.server
+            await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+            [card] = slack.cards()
+            await repo.claim_event("Ev0OLD", now=utcnow())
+            server.rate_limit("chat.update", times=4, retry_after=0)
+            await slack.server.click("U0APPROVER1", card, "approval_approve")
+            await slack.settle()
+            assert await repo.card_edits_due(before=utcnow() + timedelta(minutes=1))
+            await repo.database.execute_sql(
+                "ALTER TABLE approval_reach RENAME TO approval_reach_gone"
+            )
+            clock.tick(timedelta(days=3))
+            await sweep_once(slack.bot.services)
+            assert await repo.claim_event("Ev0OLD", now=utcnow()), "forgotten, so new"
