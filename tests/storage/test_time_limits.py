@@ -18,28 +18,11 @@ from storage.drivers import pg_direct, postgres
 from storage.limits import PG_UNRESPONSIVE_GRACE, DatabaseBusy, time_limit
 from storage.repository import DecisionOutcome, Repository
 from tests.conftest import POSTGRES_URL, Database
-from tests.storage.test_storage import approval_row
+from tests.storage.test_storage import approval_row, run_row
 from tests.support.statements import statements
 from tests.support.tcp_proxy import proxied
 
 LIMIT = 2.0
-
-
-def run_row(now: datetime) -> dict[str, Any]:
-    return {
-        "id": "run_00000",
-        "conversation_key": "k0",
-        "team_id": "T1",
-        "channel": "C1",
-        "thread_ts": "1.0",
-        "requester": "U0REQ",
-        "status": "paused",
-        "model_id": "m",
-        "history": [],
-        "turn": 1,
-        "created_at": now,
-        "updated_at": now,
-    }
 
 
 @pytest.fixture
@@ -117,7 +100,7 @@ async def test_a_decision_whose_commit_outlasts_the_limit_is_not_reported_as_fai
     it: the run then waited for its 5-minute lease with nobody resuming it)."""
     now = utcnow()
     await repo.insert_rows_for_benchmark(
-        runs=[run_row(now)], approvals=[approval_row(0, ["U1"], now)]
+        runs=[run_row(0, now)], approvals=[approval_row(0, ["U1"], now)]
     )
     # COMMIT takes 0.5 s on the server (the test's schema is the search_path).
     await repo.database.execute_sql(
@@ -165,7 +148,7 @@ async def test_a_transaction_cut_off_before_commit_commits_nothing_and_drops_its
     nothing stored, and the connection (mid-statement, state unknown) is not pooled again."""
     now = utcnow()
     await repo.insert_rows_for_benchmark(
-        runs=[run_row(now)], approvals=[approval_row(0, ["U1"], now)]
+        runs=[run_row(0, now)], approvals=[approval_row(0, ["U1"], now)]
     )
     loop = asyncio.get_running_loop()
     invalidated: list[object] = []
@@ -208,7 +191,7 @@ async def test_a_transaction_cut_off_before_commit_commits_nothing_and_drops_its
 async def stored_approval(repo: Repository) -> None:
     now = utcnow()
     await repo.insert_rows_for_benchmark(
-        runs=[run_row(now)], approvals=[approval_row(0, ["U1"], now)]
+        runs=[run_row(0, now)], approvals=[approval_row(0, ["U1"], now)]
     )
 
 
