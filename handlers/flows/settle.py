@@ -213,8 +213,14 @@ async def settle_from_slack(
         await tell(GROUPS_UNKNOWN)
         return
     except ApprovalExpired as expired:
-        await tell(f":hourglass: {refusal_text(expired)}")
-        if expired.expiry is not None:
+        answer = tell(f":hourglass: {refusal_text(expired)}")
+        if expired.expiry is None:
+            await answer
+        else:
+            # This click stored the expiry, which may have claimed the run's resume: the
+            # answer failing must not leave the run to its lease.
+            subject = f"approval {approval_id}"
+            await after_the_decision(subject, ("the clicker's answer", answer))
             await after_expiry(services, expired.expiry)
         await services.publisher.cards.refresh_card(approval_id, clicked=clicked)
         if refresh_list is not None:
