@@ -82,7 +82,7 @@ async def waits_list(repo: Repository, config: Config, args: argparse.Namespace)
 
 async def waits_complete(repo: Repository, config: Config, args: argparse.Namespace) -> int:
     from bot.engine import Runner
-    from handlers.flows import after_expiry, resume_and_publish
+    from handlers.flows import after_expiry, after_the_decision, resume_and_publish
 
     runner = Runner(repo, config, worker_id=worker_id())
     wait = await repo.get_approval(args.wait_id)
@@ -104,8 +104,9 @@ async def waits_complete(repo: Repository, config: Config, args: argparse.Namesp
             print_outcome(await runner.resume(wait.run_id))
         return 1
     print(f"Completed {wait.id} ({wait.tool_name}).")
-    if slack:
-        await slack.publisher.cards.refresh_card(wait.id)
+    if slack:  # the completion is stored: its notice's edit must not hold up its resume
+        edit = slack.publisher.cards.refresh_card(wait.id)
+        await after_the_decision(f"wait {wait.id}", ("the notice's edit", edit))
     if outcome.resume_claimed:
         resumed = await (
             resume_and_publish(slack, wait.run_id) if slack else runner.resume(wait.run_id)

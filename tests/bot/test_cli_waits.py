@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 from bot.cli.app import main
+from storage.repository import Repository
 from tests.bot.test_engine import calls, executed
+from tests.conftest import BASE_CONFIG, make_config
 from tests.support import pause_tools
+from tests.support.slack_harness import running_bot
 
 CONFIG = """
 model = "scripted"
@@ -118,3 +121,39 @@ async def test_a_deeply_nested_body_is_refused_with_a_usage_line(
     err = capsys.readouterr().err
     assert usage.value.code == 2 and "--body: not valid JSON" in err
     assert "Traceback" not in err
+
+
+async def test_a_completed_wait_whose_notice_edit_fails_still_resumes_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``waits complete`` with Slack edits the wait's notice before resuming the run its
+    completion claimed. The edit failing (here the database's own error: a table it reads
+    is renamed away) raised out of the command, and the run sat in ``resuming`` until its
+    lease ran out, for a sweeper to take it over."""
+    database_url = f"sqlite:///{tmp_path / 'shared.db'}"
+    config_file = tmp_path / "bot.toml"
+    config_file.write_text(SLACK_WAIT_CONFIG)
+    repo = await Repository.open(database_url)
+    config = make_config(
+        tools=[*BASE_CONFIG["tools"], "tests.support.slack_wait_tools:start_deploy"]
+    )
+    async with running_bot(config, repo) as slack:
+        await slack.mention("U0REQUESTER", calls(("start_deploy", {"service": "shop"})))
+        [wait] = await repo.pending_waits(limit=10)
+        assert wait.card_ts, "its notice is in the thread"
+        await repo.database.execute_sql("ALTER TABLE approval_reach RENAME TO approval_reach_gone")
+        monkeypatch.setenv("DATABASE_URL", database_url)
+        monkeypatch.setenv("SLACK_BOT_TOKEN", slack.server.bot_token)
+        monkeypatch.setenv("SLACK_API_URL", slack.server.api_url)
+        argv = ["--config", str(config_file), "waits", "complete", wait.id, "--body", "{}"]
+        code = await asyncio.to_thread(main, argv)
+        run = await repo.get_run(wait.run_id)
+        assert run is not None and run.status == "completed", run and run.status
+        assert code == 0
+    await repo.close()
+
+
+SLACK_WAIT_CONFIG = """
+model = "scripted"
+tools = ["tests.support.ops_tools:restart_service", "tests.support.slack_wait_tools:start_deploy"]
+"""
