@@ -35,7 +35,7 @@ from handlers.blocks import (
 from handlers.slack.failures import CHANNEL_REFUSALS, SLACK_FAILURES, slack_error, transient
 from handlers.slack.workspaces import WorkspaceClients
 from storage.models import Approval
-from storage.repository import Repository
+from storage.repository import DATABASE_FAILURES, Repository
 
 log = logging.getLogger(__name__)
 
@@ -229,11 +229,23 @@ class Cards:
         through an outage, the rest would each wait out the client's retries too, and hold
         up the sweeps that expire approvals and take over runs. So would a Slack that takes
         each edit only after a 429 or two (the client waits them out): the edits stop after
-        ``CARD_EDITS_PER_SWEEP``, and the next sweep edits the rest."""
+        ``CARD_EDITS_PER_SWEEP``, and the next sweep edits the rest.
+
+        A card that cannot be edited for another reason (a row it cannot draw) is logged and
+        its mark moved on, as a refusal's is: the oldest mark first, it would otherwise end
+        every sweep's edits there, and no other card marked due would be edited again."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CARD_EDITS_PER_SWEEP.total_seconds()
         for approval_id in await self.repo.card_edits_due(before=utcnow() - CARD_EDIT_GRACE):
-            if not await self.refresh_card(approval_id, due=True) or loop.time() >= deadline:
+            try:
+                edited = await self.refresh_card(approval_id, due=True)
+            except DATABASE_FAILURES:
+                raise  # the database's outage: the sweep's outage log says so
+            except Exception:
+                log.exception("approval %s: its card could not be edited", approval_id)
+                await self.repo.card_edit_failed(approval_id, now=utcnow())
+                edited = True
+            if not edited or loop.time() >= deadline:
                 return
 
     async def _edit_card(self, approval: Approval, clicked: CardPlace | None) -> bool:
