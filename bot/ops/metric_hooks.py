@@ -84,7 +84,8 @@ def counts_drives(function: F) -> F:
 
 
 def times_sweeps(function: F) -> F:
-    """For ``sweep_once``."""
+    """For ``sweep_once``: a sweep that raised, or returned False (one of its outboxes
+    failed and the rest went on), is a failed sweep."""
 
     @functools.wraps(function)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -98,7 +99,7 @@ def times_sweeps(function: F) -> F:
             raise
         metrics = _metrics()
         if metrics is not None:
-            metrics.SWEEPS.labels("ok").inc()
+            metrics.SWEEPS.labels("failed" if result is False else "ok").inc()
             metrics.SWEEP_SECONDS.observe(time.monotonic() - started)
         return result
 

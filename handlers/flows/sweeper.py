@@ -27,10 +27,11 @@ EVENT_MEMORY = timedelta(days=2)  # Slack retries for minutes; two days is plent
 
 
 @metrics.times_sweeps
-async def sweep_once(services: Services) -> None:
-    """One sweep. Every run it moves on (a resume after an expiry, a run taken over, a
-    stranded resume) runs a model: each is a task of its own, so one slow or failing run
-    neither holds up the sweep nor drops the others (what the sweep claimed is committed)."""
+async def sweep_once(services: Services) -> bool:
+    """One sweep; False when one of its outboxes failed (the others went on). Every run it
+    moves on (a resume after an expiry, a run taken over, a stranded resume) runs a model:
+    each is a task of its own, so one slow or failing run neither holds up the sweep nor
+    drops the others (what the sweep claimed is committed)."""
     runner, background = services.runner, services.background
     for expiry in await runner.expire_due():
         background.spawn(after_expiry(services, expiry), name=f"expired {expiry.approval.id}")
@@ -45,22 +46,31 @@ async def sweep_once(services: Services) -> None:
     # The outboxes, each on its own: one that fails sweep after sweep (a card it cannot
     # draw, a table it reads gone) must not keep the others from their work.
     publisher = services.publisher
-    await _outbox(services, "the card outbox", publisher.cards.post_missing_cards())
-    await _outbox(services, "the answer outbox", publisher.answers.post_due())
-    await _outbox(services, "the card edits due", publisher.cards.edit_cards_due())
+    done = [
+        await _outbox(services, "the card outbox", publisher.cards.post_missing_cards()),
+        await _outbox(services, "the answer outbox", publisher.answers.post_due()),
+        await _outbox(services, "the card edits due", publisher.cards.edit_cards_due()),
+    ]
     if services.steps is not None:  # settled workflow steps (handlers.slack.steps)
-        await _outbox(services, "the workflow steps due", services.steps.complete_due())
+        done.append(
+            await _outbox(services, "the workflow steps due", services.steps.complete_due())
+        )
     if services.reach is not None:  # DM copies, reminders, escalations (handlers.slack.reach)
-        await _outbox(services, "the DM copies and reminders due", services.reach.due())
+        done.append(
+            await _outbox(services, "the DM copies and reminders due", services.reach.due())
+        )
     if services.home is not None:  # Homes another replica marked and left
-        await _outbox(services, "the App Homes to publish", services.home.publish_dirty())
+        done.append(
+            await _outbox(services, "the App Homes to publish", services.home.publish_dirty())
+        )
     forgetting = services.repo.forget_events_before(utcnow() - EVENT_MEMORY)
-    await _outbox(services, "forgetting old Slack events", forgetting)
+    done.append(await _outbox(services, "forgetting old Slack events", forgetting))
+    return all(done)
 
 
-async def _outbox(services: Services, what: str, work: Awaitable[object]) -> None:
+async def _outbox(services: Services, what: str, work: Awaitable[object]) -> bool:
     """One outbox's part of a sweep: its failure is logged (a database outage once, by the
-    outage log) and the sweep goes on."""
+    outage log) and the sweep goes on; False when it failed."""
     source = f"sweeper: {what}"
     outages = services.runner.outages
     try:
@@ -68,8 +78,9 @@ async def _outbox(services: Services, what: str, work: Awaitable[object]) -> Non
     except Exception as exc:
         if not outages.failed(source, exc):
             log.exception("sweep: %s failed; the rest of the sweep goes on", what)
-    else:
-        outages.succeeded(source)
+        return False
+    outages.succeeded(source)
+    return True
 
 
 CARD_POLL = 1.0  # seconds between looks at the card outbox alone

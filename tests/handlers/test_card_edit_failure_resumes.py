@@ -260,32 +260,26 @@ async def test_a_card_the_sweeper_cannot_draw_does_not_keep_the_others_unedited(
     take the oldest mark first and the raise ended their card edits there, every sweep, as
     long as the mark stayed: no other card marked due was ever edited again."""
     with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
-        server = SlackServer(signing_secret=SECRET)
-        await server.start()
-        try:
-            async with running_bot(make_config(), repo, server=server) as slack:
-                for service in ("db", "web"):
-                    await slack.mention(
-                        "U0REQUESTER", calls(("restart_service", {"service": service}))
-                    )
-                broken, kept = slack.cards()
-                for card in (broken, kept):
-                    server.rate_limit("chat.update", times=4, retry_after=0)
-                    await deny(slack, card)
-                    clock.tick(timedelta(seconds=1))
-                [row] = [
-                    a
-                    for run, _ in await repo.list_runs()
-                    for a in await repo.approvals_for_run(run.id)
-                    if a.card_ts == broken.ts
-                ]
-                await repo.execute_sql(
-                    "UPDATE approvals SET approvers = '5' WHERE id = :id", {"id": row.id}
-                )
-                for _ in range(3):
-                    clock.tick(timedelta(minutes=1))
-                    await sweep_once(slack.bot.services)
-                    await slack.settle()
-                assert "approval_approve" not in card_json(server, kept.ts)
-        finally:
-            await server.stop()
+        async with running_bot(make_config(), repo) as slack:
+            server = slack.server
+            for service in ("db", "web"):
+                await slack.mention("U0REQUESTER", calls(("restart_service", {"service": service})))
+            broken, kept = slack.cards()
+            for card in (broken, kept):
+                server.rate_limit("chat.update", times=4, retry_after=0)
+                await deny(slack, card)
+                clock.tick(timedelta(seconds=1))
+            [row] = [
+                a
+                for run, _ in await repo.list_runs()
+                for a in await repo.approvals_for_run(run.id)
+                if a.card_ts == broken.ts
+            ]
+            await repo.execute_sql(
+                "UPDATE approvals SET approvers = '5' WHERE id = :id", {"id": row.id}
+            )
+            for _ in range(3):
+                clock.tick(timedelta(minutes=1))
+                await sweep_once(slack.bot.services)
+                await slack.settle()
+            assert "approval_approve" not in card_json(server, kept.ts)

@@ -140,3 +140,28 @@ async def test_an_outbox_that_fails_every_sweep_does_not_hold_up_the_others(
             clock.tick(timedelta(days=3))
             await sweep_once(slack.bot.services)
             assert await repo.claim_event("Ev0OLD", now=utcnow()), "forgotten, so new"
+
+
+async def test_a_sweep_whose_outbox_failed_counts_as_a_failed_sweep(repo: Repository) -> None:
+    """``approval_bot_sweeps_total{result="failed"}`` is what an alert watches. Once each
+    outbox failed on its own, a sweep whose card edits raised every time (a table they read
+    gone) returned normally and counted ``ok``: the failure was in the log only."""
+    from bot.ops.metrics import REGISTRY
+
+    def failed() -> float:
+        return REGISTRY.get_sample_value("approval_bot_sweeps_total", {"result": "failed"}) or 0
+
+    with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
+        async with running_bot(make_config(), repo) as slack:
+            await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+            [card] = slack.cards()
+            slack.server.rate_limit("chat.update", times=4, retry_after=0)
+            await slack.server.click("U0APPROVER1", card, "approval_approve")
+            await slack.settle()
+            await repo.database.execute_sql(
+                "ALTER TABLE approval_reach RENAME TO approval_reach_gone"
+            )
+            clock.tick(timedelta(minutes=1))
+            before = failed()
+            await sweep_once(slack.bot.services)
+            assert failed() == before + 1
