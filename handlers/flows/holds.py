@@ -21,7 +21,7 @@ from handlers.flows.runs import (
 )
 from handlers.services import Services
 from handlers.slack import GroupLookupFailed
-from storage.repository import DATABASE_FAILURES
+from storage.repository import DATABASE_FAILURES, HoldOutcome, ReleaseOutcome
 
 log = logging.getLogger(__name__)
 
@@ -50,35 +50,18 @@ async def hold_from_slack(
     """``action``: ``pause``, ``resume`` or ``stop``, clicked by ``actor``; ``reason`` is
     audited with a stop (Slack's own Stop says "stopped in Slack by <@U…>")."""
     runner = services.runner
+    released: ReleaseOutcome | None = None
+    held: HoldOutcome | None = None
+    # Only the recording is under "not recorded": once it is stored, what follows (the
+    # resumed run above all) failing must not tell the clicker it did not go through.
     try:
         groups = await _groups(services, actor, team)
         if action == "resume":
             released = await runner.resume_run(run_id, actor=actor, actor_groups=groups)
-            answer = tell(":arrow_forward: Resumed.")
-            await after_the_decision(f"run {run_id}", ("the clicker's answer", answer))
-            if released.claimed is not None:
-                await resume_and_publish(services, run_id, RESUMED)
-            elif released.run is not None:
-                await services.publisher.show_hold(released.run)
-            return
-        if action == "stop":
-            stopped = await runner.stop_run(run_id, actor=actor, actor_groups=groups, reason=reason)
-            # Sub-agents it cancelled now: their cards lose their buttons, their threads say so.
-            # Each in turn (one thread), none failing keeping a parent's claimed resume back.
-            subject = f"run {run_id}"
-            children = announce_cancelled_children(services, stopped.children)
-            await after_the_decision(subject, ("its children's news", children))
-            if stopped.result == "cancelled":
-                answer = tell(":octagonal_sign: Stopped.")
-                await after_the_decision(subject, ("the clicker's answer", answer))
-                news = announce_cancelled(services, run_id)
-                await after_the_decision(subject, ("its thread's news", news))
-                if stopped.parent_resume is not None:  # a sub-agent: its parent carries on
-                    await resume_and_publish(services, stopped.parent_resume)
-            else:
-                await tell(":octagonal_sign: Stopping at the next safe point.")
-            return
-        paused = await runner.pause_run(run_id, actor=actor, actor_groups=groups)
+        elif action == "stop":
+            held = await runner.stop_run(run_id, actor=actor, actor_groups=groups, reason=reason)
+        else:
+            held = await runner.pause_run(run_id, actor=actor, actor_groups=groups)
     except HoldRefused as refused:
         await tell(f":no_entry: {refused}")
         return
@@ -90,6 +73,43 @@ async def hold_from_slack(
         log.error("run %s: %s by %s not recorded (%s)", run_id, action, actor, exc)
         await tell(HOLD_FAILED)
         return
+    if released is not None:
+        await _after_resume(services, run_id, released, tell)
+    elif held is not None and action == "stop":
+        await _after_stop(services, run_id, held, tell)
+    elif held is not None:
+        await _after_pause(services, held, tell)
+
+
+async def _after_resume(
+    services: Services, run_id: str, released: ReleaseOutcome, tell: Tell
+) -> None:
+    answer = tell(":arrow_forward: Resumed.")
+    await after_the_decision(f"run {run_id}", ("the clicker's answer", answer))
+    if released.claimed is not None:
+        await resume_and_publish(services, run_id, RESUMED)
+    elif released.run is not None:
+        await services.publisher.show_hold(released.run)
+
+
+async def _after_stop(services: Services, run_id: str, stopped: HoldOutcome, tell: Tell) -> None:
+    # Sub-agents it cancelled now: their cards lose their buttons, their threads say so.
+    # Each in turn (one thread), none failing keeping a parent's claimed resume back.
+    subject = f"run {run_id}"
+    children = announce_cancelled_children(services, stopped.children)
+    await after_the_decision(subject, ("its children's news", children))
+    if stopped.result != "cancelled":
+        await tell(":octagonal_sign: Stopping at the next safe point.")
+        return
+    answer = tell(":octagonal_sign: Stopped.")
+    await after_the_decision(subject, ("the clicker's answer", answer))
+    news = announce_cancelled(services, run_id)
+    await after_the_decision(subject, ("its thread's news", news))
+    if stopped.parent_resume is not None:  # a sub-agent: its parent carries on
+        await resume_and_publish(services, stopped.parent_resume)
+
+
+async def _after_pause(services: Services, paused: HoldOutcome, tell: Tell) -> None:
     if paused.result == "already":
         await tell(":double_vertical_bar: This run is already paused.")
     elif paused.result == "held":

@@ -150,6 +150,34 @@ async def test_a_resume_whose_answer_cannot_reach_slack_still_carries_on(
     assert run.status == "completed"
 
 
+async def test_a_resume_whose_run_then_fails_on_the_database_is_not_called_undone(
+    slack: Harness,
+) -> None:
+    """The Resume is stored before the run carries on: a database failure in the resumed run
+    (here the runs table is gone while step 2 works) told the clicker "That did not go
+    through … try again", as if the Resume had not been recorded."""
+    _, release = await working_on_step_one(slack)
+    await slack.server.click("U0REQUESTER", with_button(slack, "run_pause"), "run_pause")
+    await wait_for(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
+    release.set()
+    await slack.settle()
+    database = slack.repo.database
+
+    async def runs_gone(n: int) -> None:
+        await database.execute_sql("ALTER TABLE runs RENAME TO runs_gone")
+
+    hold_tools.ON_STEP = runs_gone
+    try:
+        await slack.server.click("U0REQUESTER", with_button(slack, "run_resume"), "run_resume")
+        await slack.settle()
+    finally:
+        await database.execute_sql("ALTER TABLE runs_gone RENAME TO runs")
+    assert executed("step") == [{"n": 1}, {"n": 2}]
+    told = slack.ephemeral_texts("U0REQUESTER")
+    assert any("Resumed" in t for t in told), told
+    assert not any("did not go through" in t for t in told), told
+
+
 async def test_stop_on_the_held_message_cancels_the_run(slack: Harness) -> None:
     reply = await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "web"})))
     run_id = (await slack.repo.list_runs())[0][0].id
