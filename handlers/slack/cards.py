@@ -233,10 +233,18 @@ class Cards:
 
         A card that cannot be edited for another reason (a row it cannot draw) is logged and
         its mark moved on, as a refusal's is: the oldest mark first, it would otherwise end
-        every sweep's edits there, and no other card marked due would be edited again."""
+        every sweep's edits there, and no other card marked due would be edited again.
+
+        Each mark is taken before its edit (``claim_card_edit`` moves it on to now), so two
+        replicas sweeping at once edit a card once; one that dies mid-edit leaves the mark
+        due again after the grace."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CARD_EDITS_PER_SWEEP.total_seconds()
-        for approval_id in await self.repo.card_edits_due(before=utcnow() - CARD_EDIT_GRACE):
+        before = utcnow() - CARD_EDIT_GRACE
+        for approval_id in await self.repo.card_edits_due(before=before):
+            # Every replica's sweeper reads the same marks: one takes each.
+            if not await self.repo.claim_card_edit(approval_id, before=before, now=utcnow()):
+                continue
             try:
                 edited = await self.refresh_card(approval_id, due=True)
             except DATABASE_FAILURES:

@@ -55,6 +55,12 @@ MOVE_BATCH_CARD_EDITS_DUE = (
     "UPDATE card_edits_due SET since = :now WHERE since < :now "
     "AND approval_id IN (SELECT id FROM approvals WHERE batch_id = :id)"
 )
+# A sweeper takes a mark by moving it on to now: another replica's sweep, which read it due
+# too, finds it moved and leaves the card alone; a sweeper that dies mid-edit leaves the mark
+# due again after the grace.
+CLAIM_CARD_EDIT_DUE = (
+    "UPDATE card_edits_due SET since = :now WHERE approval_id = :id AND since <= :before"
+)
 CLEAR_CARD_EDIT_DUE = "DELETE FROM card_edits_due WHERE approval_id = :id AND since <= :before"
 CARD_EDITS_DUE = (
     "SELECT approval_id FROM card_edits_due WHERE since <= :before ORDER BY since LIMIT :limit"

@@ -22,6 +22,7 @@ from storage.sql.approvals import (
 )
 from storage.sql.votes import (
     CARD_EDITS_DUE,
+    CLAIM_CARD_EDIT_DUE,
     CLEAR_CARD_EDIT_DUE,
     MARK_CARD_EDIT_DUE,
     MOVE_BATCH_CARD_EDITS_DUE,
@@ -119,6 +120,16 @@ class CardStore:
                 tx.execute(MOVE_BATCH_CARD_EDITS_DUE, params)
 
         await self.database.run(body, WRITE if batch else WRITE_ONE)
+
+    async def claim_card_edit(self, approval_id: str, *, before: datetime, now: datetime) -> bool:
+        """Take a card edit due (marked before ``before``) for this sweep: False when another
+        sweeper took it or an edit cleared it since it was read."""
+
+        def body(tx: Tx) -> bool:
+            claim = {"id": approval_id, "before": before, "now": now}
+            return tx.execute(CLAIM_CARD_EDIT_DUE, claim) == 1
+
+        return await self.database.run(body, WRITE_ONE)
 
     async def card_edits_due(self, *, before: datetime, limit: int = 100) -> list[str]:
         """Approvals whose card a vote changed, or an edit failed, before ``before`` and no

@@ -10,6 +10,7 @@ decision and the resume do not) is renamed away before the click.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -121,6 +122,29 @@ async def test_a_deny_whose_card_edit_slack_failed_is_shown_by_a_later_sweep(
             await sweep_once(slack.bot.services)  # edited and unmarked: not edited again
             await slack.settle()
             assert len(server.calls_to("chat.update")) == updates
+
+
+async def test_two_sweeps_at_once_edit_a_marked_card_once(repo: Repository) -> None:
+    """Every replica's sweeper reads the same marks: both edited every marked card, two
+    ``chat.update`` for one, just as Slack came back from the outage that left the marks.
+    Here two sweeps of the card edits run at once on one database."""
+    with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
+        async with running_bot(make_config(), repo) as slack:
+            server = slack.server
+            await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+            [card] = slack.cards()
+            server.rate_limit("chat.update", times=4, retry_after=0)
+            await deny(slack, card)
+            clock.tick(timedelta(minutes=1))
+            attempts = len(server.calls_to("chat.update"))
+            cards = slack.bot.services.publisher.cards
+            await asyncio.gather(cards.edit_cards_due(), cards.edit_cards_due())
+            await slack.settle()
+            edits = [
+                c for c in server.calls_to("chat.update")[attempts:] if c.args["ts"] == card.ts
+            ]
+            assert len(edits) == 1, edits
+            assert "approval_approve" not in card_json(server, card.ts)
 
 
 async def test_an_outage_ends_a_sweeps_card_edits_at_the_first_refusal(
