@@ -70,7 +70,17 @@ async def resume_and_publish(
     services: Services, run_id: str, resuming: str = RESUMING
 ) -> RunOutcome | None:
     """Resume a run this worker claimed, tell its thread (``resuming`` meanwhile), and
-    settle its cards."""
+    settle its cards. None when there is no such run, or the database failed on the way:
+    one line in the outage log, not a traceback; the claim's lease runs out and a sweeper
+    takes the run over."""
+    try:
+        return await _resume_and_publish(services, run_id, resuming)
+    except DATABASE_FAILURES as exc:
+        _outage(services, f"resuming run {run_id}", exc)
+        return None
+
+
+async def _resume_and_publish(services: Services, run_id: str, resuming: str) -> RunOutcome | None:
     run = await services.repo.get_run(run_id)
     if run is None:
         return None

@@ -151,11 +151,12 @@ async def test_a_resume_whose_answer_cannot_reach_slack_still_carries_on(
 
 
 async def test_a_resume_whose_run_then_fails_on_the_database_is_not_called_undone(
-    slack: Harness,
+    slack: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The Resume is stored before the run carries on: a database failure in the resumed run
     (here the runs table is gone while step 2 works) told the clicker "That did not go
-    through … try again", as if the Resume had not been recorded."""
+    through … try again", as if the Resume had not been recorded. The failure is one line
+    in the log (the run's lease runs out and a sweeper takes it over), not a traceback."""
     _, release = await working_on_step_one(slack)
     await slack.server.click("U0REQUESTER", with_button(slack, "run_pause"), "run_pause")
     await wait_for(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
@@ -176,6 +177,7 @@ async def test_a_resume_whose_run_then_fails_on_the_database_is_not_called_undon
     told = slack.ephemeral_texts("U0REQUESTER")
     assert any("Resumed" in t for t in told), told
     assert not any("did not go through" in t for t in told), told
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
 
 
 async def test_stop_on_the_held_message_cancels_the_run(slack: Harness) -> None:
