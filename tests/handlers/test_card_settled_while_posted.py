@@ -11,14 +11,14 @@ the poster edits it when it is not.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import pytest
 
 from storage.repository import Repository
 from tests.conftest import make_config
 from tests.support.ops_tools import executed
+from tests.support.polling import until
 from tests.support.scripted_model import calls
 from tests.support.slack_harness import CHANNEL, Harness, has_buttons, running_bot
 
@@ -27,15 +27,6 @@ from tests.support.slack_harness import CHANNEL, Harness, has_buttons, running_b
 async def slack(repo: Repository) -> AsyncIterator[Harness]:
     async with running_bot(make_config(), repo) as harness:
         yield harness
-
-
-async def until(check: Callable[[], Any], what: str) -> Any:
-    """Poll ``check`` (``Harness.settle`` would wait for the card's held post too)."""
-    for _ in range(200):
-        if value := check():
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def test_a_deny_from_the_list_while_the_card_is_posted_takes_its_buttons_off(

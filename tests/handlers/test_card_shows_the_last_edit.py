@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ import pytest
 from handlers.blocks import edits as edit_blocks
 from storage.repository import Repository
 from tests.conftest import BASE_CONFIG, make_config
+from tests.support.polling import until
 from tests.support.slack_harness import CHANNEL, Harness, running_bot
 
 APPROVERS = ["U0APPROVER1", "U0APPROVER2"]
@@ -47,15 +48,6 @@ def form(**fields: str) -> dict[str, Any]:
         }
         for name, value in fields.items()
     }
-
-
-async def until(check: Callable[[], Any], what: str) -> Any:
-    """Poll ``check`` (``Harness.settle`` would wait for the held edit too)."""
-    for _ in range(200):
-        if value := check():
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def edit_form(slack: Harness, user: str, card: Any) -> Any:

@@ -15,6 +15,7 @@ from storage.repository import Repository
 from tests.conftest import BASE_CONFIG, make_config
 from tests.support import hold_tools
 from tests.support.ops_tools import executed
+from tests.support.polling import until
 from tests.support.scripted_model import calls
 from tests.support.slack_harness import CHANNEL, Harness, running_bot
 
@@ -66,14 +67,6 @@ async def working_on_step_one(slack: Harness) -> tuple[BotReply, asyncio.Event]:
     return reply, release
 
 
-async def wait_for(condition: object, what: str) -> None:
-    for _ in range(400):
-        if condition():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_a_late_pausing_edit_does_not_hide_resume(slack: Harness) -> None:
     """The Pause click's "Pausing…" edit reaches Slack after the drive has shown Resume (a
     429, a slow network): the clicker's editor reads the run again after its edit and shows
@@ -83,7 +76,7 @@ async def test_a_late_pausing_edit_does_not_hide_resume(slack: Harness) -> None:
     # The click's edit is refused once (Retry-After 1 s) and lands a second later.
     slack.server.rate_limit("chat.update", times=1, retry_after=1)
     await slack.server.click("U0REQUESTER", progress, "run_pause")
-    await wait_for(lambda: slack.server.calls_to("chat.update"), "the pausing edit")
+    await until(lambda: slack.server.calls_to("chat.update"), "the pausing edit")
     release.set()  # the drive reaches its safe point and shows Resume meanwhile
     await slack.settle()
     await asyncio.sleep(1.5)  # past the Retry-After: the late edit has landed
@@ -102,7 +95,7 @@ async def test_pause_while_working_then_resume_carries_on_once(slack: Harness) -
 
     # Someone who is neither the requester, an approver nor an admin: refused, nothing changes.
     await slack.server.click("U0STRANGER", progress, "run_pause")
-    await wait_for(lambda: slack.ephemeral_texts("U0STRANGER"), "the refusal")
+    await until(lambda: slack.ephemeral_texts("U0STRANGER"), "the refusal")
     assert "Only the person who asked" in slack.ephemeral_texts("U0STRANGER")[-1]
     runs = await slack.repo.list_runs()
     run_id = runs[0][0].id
@@ -110,7 +103,7 @@ async def test_pause_while_working_then_resume_carries_on_once(slack: Harness) -
 
     # An admin through a user group pauses it; the executing step finishes.
     await slack.server.click("U0OPS", progress, "run_pause")
-    await wait_for(lambda: slack.ephemeral_texts("U0OPS"), "the pause's answer")
+    await until(lambda: slack.ephemeral_texts("U0OPS"), "the pause's answer")
     assert "next safe point" in slack.ephemeral_texts("U0OPS")[-1]
     release.set()
     await slack.settle()
@@ -138,7 +131,7 @@ async def test_a_resume_whose_answer_cannot_reach_slack_still_carries_on(
     raised before the resume the click had claimed, and the run waited out its lease."""
     _, release = await working_on_step_one(slack)
     await slack.server.click("U0REQUESTER", with_button(slack, "run_pause"), "run_pause")
-    await wait_for(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
+    await until(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
     release.set()
     await slack.settle()
     hold_tools.ON_STEP = None
@@ -159,7 +152,7 @@ async def test_a_resume_whose_run_then_fails_on_the_database_is_not_called_undon
     in the log (the run's lease runs out and a sweeper takes it over), not a traceback."""
     _, release = await working_on_step_one(slack)
     await slack.server.click("U0REQUESTER", with_button(slack, "run_pause"), "run_pause")
-    await wait_for(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
+    await until(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
     release.set()
     await slack.settle()
     database = slack.repo.database
