@@ -106,10 +106,7 @@ async def test_a_deny_whose_card_edit_slack_failed_is_shown_by_a_later_sweep(
     with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
         async with running_bot(make_config(), repo) as slack:
             server = slack.server
-            await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
-            [card] = slack.cards()
-            server.rate_limit("chat.update", times=4, retry_after=0)
-            await deny(slack, card)
+            card = await denied_while_slack_refuses_its_edit(slack)
             assert executed("restart_service") == []
             assert "approval_approve" in card_json(server, card.ts), "the edit failed"
             clock.tick(timedelta(minutes=1))
@@ -131,10 +128,7 @@ async def test_two_sweeps_at_once_edit_a_marked_card_once(repo: Repository) -> N
     with freeze_time("2026-12-03 10:00:00", real_asyncio=True) as clock:
         async with running_bot(make_config(), repo) as slack:
             server = slack.server
-            await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
-            [card] = slack.cards()
-            server.rate_limit("chat.update", times=4, retry_after=0)
-            await deny(slack, card)
+            card = await denied_while_slack_refuses_its_edit(slack)
             clock.tick(timedelta(minutes=1))
             attempts = len(server.calls_to("chat.update"))
             cards = slack.bot.services.publisher.cards
@@ -178,6 +172,16 @@ async def test_an_outage_ends_a_sweeps_card_edits_at_the_first_refusal(
             await slack.settle()
             for card in cards:
                 assert "approval_approve" not in card_json(server, card.ts)
+
+
+async def denied_while_slack_refuses_its_edit(slack: Harness) -> Message:
+    """A restart's card, denied while Slack refuses its edit (429s past the client's
+    retries): the card still shows its buttons, marked due for a sweep."""
+    await slack.mention("U0REQUESTER", calls(("restart_service", {"service": "db"})))
+    [card] = slack.cards()
+    slack.server.rate_limit("chat.update", times=4, retry_after=0)
+    await deny(slack, card)
+    return card
 
 
 async def deny(slack: Harness, card: Any) -> None:
