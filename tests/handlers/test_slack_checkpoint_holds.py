@@ -13,8 +13,9 @@ import pytest
 
 from storage.repository import Repository
 from tests.conftest import BASE_CONFIG, make_config
-from tests.handlers.test_slack_holds import wait_for, with_button
+from tests.handlers.test_slack_holds import with_button
 from tests.support import checkpoint_tools
+from tests.support.polling import until
 from tests.support.scripted_model import calls
 from tests.support.slack_harness import Harness, running_bot
 
@@ -49,11 +50,11 @@ async def test_pause_takes_effect_at_the_next_checkpoint_and_resume_carries_the_
 
     # The progress message shows the tool's progress and keeps Pause (it lost its buttons
     # at the tool's first progress() before).
-    await wait_for(lambda: _has_button(slack, "run_pause"), "the Pause button")
+    await until(lambda: _has_button(slack, "run_pause"), "the Pause button")
     progress = with_button(slack, "run_pause")
     assert "migrate_tenants: " in progress.text and "/ 200" in progress.text
     await slack.server.click("U0REQUESTER", progress, "run_pause")
-    await wait_for(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
+    await until(lambda: slack.ephemeral_texts("U0REQUESTER"), "the pause's answer")
     checkpoint_tools.RELEASE.set()
     await slack.settle()
 
